@@ -1,0 +1,29 @@
+# make demo: bake a project with the default answers and train it the way a user would.
+# make test: run the template tests (they bake projects and run them).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_DIR := build/demo
+
+.PHONY: demo test test-fast clean
+
+$(STAMP): requirements-dev.txt {{cookiecutter.project_slug}}/requirements.txt {{cookiecutter.project_slug}}/requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+demo: $(STAMP)
+	rm -rf $(DEMO_DIR)
+	$(BIN)/cookiecutter --no-input --output-dir $(DEMO_DIR) .
+	$(MAKE) -C $(DEMO_DIR)/digits-classifier train
+
+test: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow"
+
+clean:
+	rm -rf build .pytest_cache

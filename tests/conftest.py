@@ -1,0 +1,63 @@
+"""Helpers to bake the template and to run what it bakes."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cookiecutter.main import cookiecutter
+
+TEMPLATE = Path(__file__).resolve().parents[1]
+
+# Valid but awkward answers: quotes, apostrophe, backslash, non-ASCII, emoji, a newline.
+HOSTILE_ANSWERS = {
+    "project_name": "Café \"Ünïcode\" 🚀 Net",
+    "author_name": "O'Brien \"OB\" \\ Smith",
+    "author_email": "ob.smith+ml@example.co.uk",
+    "description": "Line one: 'quotes' \"double\" \\ back.\nLine two 🚀 ünïcode: {braces}",
+}
+
+
+def bake(output_dir: Path, **answers: str) -> Path:
+    """Bake the template without prompts; return the project folder."""
+    return Path(
+        cookiecutter(
+            str(TEMPLATE),
+            no_input=True,
+            extra_context=answers,
+            output_dir=str(output_dir),
+        )
+    )
+
+
+def bake_cli(output_dir: Path, *answers: str) -> subprocess.CompletedProcess:
+    """Bake through the ``cookiecutter`` command, as a user would; answers are key=value."""
+    return subprocess.run(
+        [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(output_dir),
+         str(TEMPLATE), *answers],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def python_in(project: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run ``python args...`` (this interpreter) in a baked project with ``src`` importable."""
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, *args], cwd=project, env=env, capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def default_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One project baked with the default answers, shared by read-only tests."""
+    return bake(tmp_path_factory.mktemp("default"))
+
+
+def tail(result: subprocess.CompletedProcess, chars: int = 3000) -> Any:
+    """The end of a command's output, for assertion messages."""
+    return (result.stdout + result.stderr)[-chars:]

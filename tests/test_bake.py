@@ -1,0 +1,140 @@
+"""Baking: the exact file set, no leftover Jinja, answers rendered as data."""
+
+import ast
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from cookiecutter.main import cookiecutter
+from conftest import HOSTILE_ANSWERS, TEMPLATE, bake
+
+EXPECTED_FILES = {
+    ".gitignore",
+    ".python-version",
+    "LICENSE",
+    "Makefile",
+    "README.md",
+    "pyproject.toml",
+    "requirements.txt",
+    "requirements-dev.txt",
+    "configs/train.yaml",
+    "configs/eval.yaml",
+    "configs/callbacks/default.yaml",
+    "configs/callbacks/none.yaml",
+    "configs/data/digits.yaml",
+    "configs/debug/fast_dev_run.yaml",
+    "configs/debug/limit.yaml",
+    "configs/debug/overfit.yaml",
+    "configs/experiment/mlp_long.yaml",
+    "configs/hydra/default.yaml",
+    "configs/logger/csv.yaml",
+    "configs/logger/tensorboard.yaml",
+    "configs/model/cnn.yaml",
+    "configs/model/mlp.yaml",
+    "configs/paths/default.yaml",
+    "configs/trainer/cpu.yaml",
+    "configs/trainer/default.yaml",
+    "configs/trainer/gpu.yaml",
+    "src/digits_classifier/__init__.py",
+    "src/digits_classifier/callbacks/__init__.py",
+    "src/digits_classifier/data/__init__.py",
+    "src/digits_classifier/data/digits.py",
+    "src/digits_classifier/data/sampling.py",
+    "src/digits_classifier/eval.py",
+    "src/digits_classifier/models/__init__.py",
+    "src/digits_classifier/models/classifier.py",
+    "src/digits_classifier/models/nets.py",
+    "src/digits_classifier/train.py",
+    "src/digits_classifier/utils/__init__.py",
+    "src/digits_classifier/utils/checkpoint.py",
+    "src/digits_classifier/utils/config.py",
+    "src/digits_classifier/utils/entry.py",
+    "src/digits_classifier/utils/errors.py",
+    "src/digits_classifier/utils/files.py",
+    "src/digits_classifier/utils/run.py",
+    "tests/conftest.py",
+    "tests/support.py",
+    "tests/test_configs.py",
+    "tests/test_data.py",
+    "tests/test_train.py",
+}
+
+
+
+def files_of(project: Path) -> set[str]:
+    return {
+        p.relative_to(project).as_posix()
+        for p in project.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_default_bake_has_exactly_the_expected_files(default_project: Path) -> None:
+    assert default_project.name == "digits-classifier"
+    assert files_of(default_project) == EXPECTED_FILES
+
+
+def test_no_template_syntax_left(default_project: Path) -> None:
+    for path in default_project.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            assert "{{" not in text and "{%" not in text and "cookiecutter" not in text, path
+
+
+def test_every_python_yaml_and_toml_file_parses(default_project: Path) -> None:
+    for path in default_project.rglob("*.py"):
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for path in default_project.rglob("*.yaml"):
+        yaml.safe_load(path.read_text(encoding="utf-8"))
+    meta = tomllib.loads((default_project / "pyproject.toml").read_text())["project"]
+    assert meta["name"] == "digits-classifier"
+    assert meta["scripts"]["digits-classifier-train"] == "digits_classifier.train:main"
+    assert (default_project / ".python-version").read_text().strip() == "3.11"
+
+
+def test_baked_code_is_lint_clean(default_project: Path) -> None:
+    for args in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "."]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *args], cwd=default_project,
+            capture_output=True, text=True, check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_hostile_answers_land_as_data(tmp_path: Path) -> None:
+    project = bake(tmp_path, **HOSTILE_ANSWERS)
+    assert project.name == "cafe-unicode-net"
+    meta = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert meta["authors"] == [{"name": HOSTILE_ANSWERS["author_name"], "email": HOSTILE_ANSWERS["author_email"]}]
+    assert meta["description"] == " ".join(HOSTILE_ANSWERS["description"].split())
+    assert HOSTILE_ANSWERS["author_name"] in (project / "LICENSE").read_text(encoding="utf-8")
+    assert HOSTILE_ANSWERS["description"] in (project / "README.md").read_text(encoding="utf-8")
+    assert (project / "src" / "cafe_unicode_net" / "train.py").is_file()
+
+
+@pytest.mark.parametrize(
+    ("license_name", "first_line"),
+    [
+        ("MIT", "MIT License"),
+        ("Apache-2.0", "Copyright"),
+        ("BSD-3-Clause", "BSD 3-Clause License"),
+        ("Proprietary", "Copyright (c)"),
+    ],
+)
+def test_license_choice(tmp_path: Path, license_name: str, first_line: str) -> None:
+    project = bake(tmp_path, license=license_name)
+    assert (project / "LICENSE").read_text().startswith(first_line)
+    assert not (project / "licenses").exists()
+    declared = tomllib.loads((project / "pyproject.toml").read_text())["project"]["license"]
+    expected = "LicenseRef-Proprietary" if license_name == "Proprietary" else license_name
+    assert declared == expected
+
+
+def test_baking_again_over_the_same_folder_is_safe(tmp_path: Path) -> None:
+    first = bake(tmp_path)
+    before = {p: (first / p).read_bytes() for p in files_of(first)}
+    cookiecutter(str(TEMPLATE), no_input=True, output_dir=str(tmp_path), overwrite_if_exists=True)
+    assert {p: (first / p).read_bytes() for p in files_of(first)} == before

@@ -1,0 +1,38 @@
+"""The baked project works: its own test suite passes and a real training run converges."""
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import HOSTILE_ANSWERS, bake, python_in, tail
+
+
+@pytest.mark.slow
+def test_baked_test_suite_passes(default_project: Path) -> None:
+    result = python_in(default_project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    assert result.returncode == 0, tail(result)
+    assert " passed" in result.stdout
+
+
+@pytest.mark.slow
+def test_default_training_reaches_95_percent(default_project: Path, tmp_path: Path) -> None:
+    result = python_in(
+        default_project, "-m", "digits_classifier.train",
+        "callbacks.progress_bar=null", f"paths.root_dir={tmp_path}",
+    )
+    assert result.returncode == 0, tail(result)
+    [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["test"]["test/acc"] >= 0.95
+    assert Path(metrics["best_checkpoint"]).is_file()
+    assert f"metrics:         {run_dir.resolve() / 'metrics.json'}" in result.stdout
+
+
+@pytest.mark.slow
+def test_hostile_answers_bake_a_working_project(tmp_path: Path) -> None:
+    project = bake(tmp_path, **HOSTILE_ANSWERS)
+    lint = python_in(project, "-m", "ruff", "check", ".")
+    assert lint.returncode == 0, tail(lint)
+    result = python_in(project, "-m", "pytest", "-q", "-x", "-m", "not slow",
+                    "-p", "no:cacheprovider")
+    assert result.returncode == 0, tail(result)

@@ -1,0 +1,1 @@
+"""Train, evaluate and ship a PyTorch Lightning classifier."""

@@ -1,0 +1,1 @@
+"""Lightning callbacks this project adds to the stock ones."""

@@ -1,0 +1,5 @@
+"""Data modules and the pieces they are made of."""
+
+from .digits import DigitsDataModule
+
+__all__ = ["DigitsDataModule"]

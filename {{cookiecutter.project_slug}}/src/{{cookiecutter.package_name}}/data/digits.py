@@ -1,0 +1,120 @@
+"""scikit-learn's digits: 1,797 real 8x8 grey images of handwritten 0-9, shipped offline."""
+
+import logging
+
+import torch
+from lightning import LightningDataModule
+from sklearn.datasets import load_digits
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from ..utils.errors import UserError
+from .sampling import EpochBatchSampler, TensorPairs
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "val", "test")
+
+
+class DigitsDataModule(LightningDataModule):
+    """Train/val/test splits of digits, held in memory as normalised float tensors.
+
+    The split is fixed by ``seed``; the normalisation mean and std come from the train
+    split only, so nothing about val or test leaks into training.
+    """
+
+    num_classes = 10
+    input_shape = (1, 8, 8)
+
+    def __init__(
+        self,
+        batch_size: int = 64,
+        val_fraction: float = 0.15,
+        test_fraction: float = 0.15,
+        seed: int = 0,
+        num_workers: int = 0,
+        eval_batch_size: int = 512,
+    ) -> None:
+        super().__init__()
+        if not 0 < val_fraction + test_fraction < 1:
+            raise UserError(
+                f"data.val_fraction + data.test_fraction = {val_fraction + test_fraction} "
+                "must be between 0 and 1; lower them"
+            )
+        self.save_hyperparameters()
+        self.splits: dict[str, TensorPairs] = {}
+        self.mean = 0.0
+        self.std = 1.0
+
+    def load_raw(self) -> tuple[Tensor, Tensor]:
+        """All images as ``(N, 1, 8, 8)`` float32 in [0, 1] and labels as ``(N,)`` int64."""
+        digits = load_digits()
+        images = torch.as_tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16.0
+        return images, torch.as_tensor(digits.target, dtype=torch.int64)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        inputs, targets = self.load_raw()
+        order = torch.randperm(
+            len(inputs), generator=torch.Generator().manual_seed(self.hparams.seed)
+        )
+        n_val = round(len(inputs) * self.hparams.val_fraction)
+        n_test = int(len(inputs) * self.hparams.test_fraction)
+        n_train = len(inputs) - n_val - n_test
+        parts = dict(zip(SPLITS, order.split([n_train, n_val, n_test]), strict=True))
+        for name, index in parts.items():
+            check_finite(name, inputs[index], index)
+        train = inputs[parts["train"]]
+        self.mean, self.std = train.mean().item(), train.std().item()
+        self.splits = {
+            name: TensorPairs((inputs[index] - self.mean) / self.std, targets[index])
+            for name, index in parts.items()
+        }
+        log.info("digits: %s", ", ".join(f"{name} {len(self.splits[name])}" for name in SPLITS))
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", self.hparams.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", self.hparams.eval_batch_size, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", self.hparams.eval_batch_size, shuffle=False)
+
+    def _loader(self, split: str, batch_size: int, *, shuffle: bool) -> DataLoader:
+        trainer = self.trainer
+        sampler = EpochBatchSampler(
+            len(self.splits[split]),
+            batch_size,
+            shuffle=shuffle,
+            seed=self.hparams.seed,
+            rank=trainer.global_rank if trainer else 0,
+            world_size=trainer.world_size if trainer else 1,
+        )
+        workers = self.hparams.num_workers
+        return DataLoader(
+            self.splits[split],
+            sampler=sampler,
+            batch_size=None,  # the sampler yields whole batches of indices
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            generator=torch.Generator().manual_seed(self.hparams.seed),
+        )
+
+    def state_dict(self) -> dict[str, float]:
+        return {"mean": self.mean, "std": self.std}
+
+    def load_state_dict(self, state_dict: dict[str, float]) -> None:
+        self.mean, self.std = state_dict["mean"], state_dict["std"]
+
+
+def check_finite(split: str, inputs: Tensor, rows: Tensor) -> None:
+    """Raise a UserError naming the first row of ``split`` holding NaN or Inf."""
+    bad = ~torch.isfinite(inputs.flatten(1)).all(dim=1)
+    if bad.any():
+        first = int(bad.nonzero()[0])
+        raise UserError(
+            f"data split '{split}' row {first} (dataset index {int(rows[first])}) holds "
+            f"NaN or Inf ({int(bad.sum())} bad rows in all); clean or drop those rows"
+        )

@@ -1,0 +1,6 @@
+"""Networks (plain ``nn.Module``) and the LightningModule that trains them."""
+
+from .classifier import Classifier
+from .nets import MLP, SmallCNN
+
+__all__ = ["MLP", "Classifier", "SmallCNN"]

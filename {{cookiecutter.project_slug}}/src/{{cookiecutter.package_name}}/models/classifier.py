@@ -1,0 +1,93 @@
+"""The LightningModule: loss, accuracy, optimizer and schedule around any net.
+
+Its hyperparameters are plain dicts (each with a ``_target_``), so a checkpoint loads
+with ``torch.load(weights_only=True)`` and can rebuild its own model without the config.
+"""
+
+from typing import Any
+
+from hydra.utils import instantiate
+from lightning import LightningModule
+from torch import Tensor, nn
+from torchmetrics.classification import MulticlassAccuracy
+
+from ..utils.config import to_plain
+
+Batch = tuple[Tensor, Tensor]
+
+
+class Classifier(LightningModule):
+    """Cross-entropy classification with torchmetrics accuracy.
+
+    Args:
+        net: config of the network, e.g. ``{"_target_": "...SmallCNN", "num_classes": 10}``.
+        optimizer: config of a ``torch.optim`` optimizer, built over the net's parameters.
+        scheduler: config of an epoch-wise LR scheduler, or ``None`` for a constant LR.
+        num_classes: number of classes, for the accuracy metrics.
+    """
+
+    def __init__(
+        self,
+        net: dict[str, Any],
+        optimizer: dict[str, Any],
+        scheduler: dict[str, Any] | None = None,
+        num_classes: int = 10,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(
+            {
+                "net": to_plain(net),
+                "optimizer": to_plain(optimizer),
+                "scheduler": to_plain(scheduler),
+                "num_classes": num_classes,
+            }
+        )
+        self.net: nn.Module = instantiate(self.hparams.net)
+        self.loss = nn.CrossEntropyLoss()
+        self.train_acc = MulticlassAccuracy(num_classes)
+        self.val_acc = MulticlassAccuracy(num_classes)
+        self.test_acc = MulticlassAccuracy(num_classes)
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        return self.net(inputs)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        inputs, targets = batch
+        logits = self.net(inputs)
+        loss = self.loss(logits, targets)
+        self.train_acc.update(logits.detach(), targets)
+        self.log("train/loss", loss, on_step=False, on_epoch=True)
+        return loss
+
+    def on_train_epoch_end(self) -> None:
+        self.log("train/acc", self.train_acc.compute())
+        self.train_acc.reset()
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, "val", self.val_acc)
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, "test", self.test_acc)
+
+    def _evaluate(self, batch: Batch, stage: str, accuracy: MulticlassAccuracy) -> None:
+        inputs, targets = batch
+        logits = self.net(inputs)
+        accuracy.update(logits, targets)
+        self.log(f"{stage}/loss", self.loss(logits, targets), batch_size=len(targets))
+        self.log(f"{stage}/acc", accuracy, batch_size=len(targets))
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        optimizer = instantiate(self.hparams.optimizer, _partial_=True)(self.parameter_groups())
+        if not self.hparams.scheduler:
+            return {"optimizer": optimizer}
+        scheduler = instantiate(self.hparams.scheduler, _partial_=True)(optimizer)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"},
+        }
+
+    def parameter_groups(self) -> list[dict[str, Any]]:
+        """Weight decay on weight matrices and kernels only, not on biases or norm scales."""
+        decay = [p for p in self.net.parameters() if p.requires_grad and p.ndim >= 2]
+        no_decay = [p for p in self.net.parameters() if p.requires_grad and p.ndim < 2]
+        return [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]

@@ -1,0 +1,45 @@
+"""Load checkpoints safely: tensors and plain containers only, no pickled code."""
+
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .errors import UserError
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a Lightning checkpoint with ``weights_only=True``.
+
+    Raises:
+        UserError: the file is missing, is not a checkpoint, is truncated, or carries
+            pickled code.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint '{path}' does not exist; pass an existing .ckpt file")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise UserError(
+            f"checkpoint '{path}' holds objects other than tensors and plain containers "
+            f"and was refused for safety ({_first_line(error)}); load only checkpoints "
+            "written by this project"
+        ) from error
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as error:
+        raise UserError(
+            f"checkpoint '{path}' is not a readable PyTorch checkpoint (truncated or "
+            f"corrupt: {_first_line(error)}); use another checkpoint or retrain"
+        ) from error
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise UserError(
+            f"checkpoint '{path}' has no 'state_dict'; pass a checkpoint written by training"
+        )
+    return checkpoint
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,43 @@
+"""Where the Hydra configs live, and how config nodes become objects."""
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from .errors import UserError
+
+
+def config_dir() -> Path:
+    """Absolute path of ``configs/``: ``$CONFIG_DIR`` if set, else the project's own."""
+    if override := os.environ.get("CONFIG_DIR"):
+        return Path(override).resolve()
+    # src/<package>/utils/config.py -> project root
+    return Path(__file__).resolve().parents[3] / "configs"
+
+
+def to_plain(node: Any) -> Any:
+    """Turn an OmegaConf node into plain dicts and lists (resolved), leave others alone."""
+    if isinstance(node, DictConfig) or OmegaConf.is_config(node):
+        return OmegaConf.to_container(node, resolve=True)
+    return node
+
+
+def instantiate_each(group: Mapping[str, Any] | None) -> list[Any]:
+    """Build every entry of a group such as ``callbacks`` (``name: {_target_: ...}``).
+
+    Entries set to ``null`` are skipped, so ``callbacks.early_stopping=null`` turns one off.
+    """
+    if not group:
+        return []
+    built = []
+    for name, node in group.items():
+        if node is None:
+            continue
+        if "_target_" not in node:
+            raise UserError(f"config entry '{name}' has no _target_; give it one or set it to null")
+        built.append(instantiate(node))
+    return built

@@ -1,0 +1,56 @@
+"""The pieces every entry point shares: seeding, the run directory, the final report."""
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from lightning import Callback, LightningDataModule, LightningModule, Trainer, seed_everything
+from lightning.pytorch.loggers import Logger
+from omegaconf import DictConfig, OmegaConf
+
+from .config import instantiate_each
+from .errors import UserError
+from .files import write_atomic
+
+log = logging.getLogger(__name__)
+
+
+def prepare_run(cfg: DictConfig) -> Path:
+    """Seed everything (0 included) and save the resolved config in the run directory."""
+    seed_everything(cfg.seed, workers=True)
+    run_dir = Path(cfg.paths.output_dir)
+    text = OmegaConf.to_yaml(cfg, resolve=True)
+    write_atomic(run_dir / "config.yaml", lambda tmp: tmp.write_text(text))
+    return run_dir
+
+
+def build_trainer(
+    cfg: DictConfig, callbacks: list[Callback] | None = None, **overrides: Any
+) -> Trainer:
+    """The Trainer from ``cfg.trainer`` with the configured callbacks and logger."""
+    if cfg.trainer.get("accelerator") in ("gpu", "cuda") and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+        raise UserError(
+            f"trainer.accelerator={cfg.trainer.accelerator} but no CUDA device is visible "
+            f"(torch {torch.__version__} is {build}); use trainer=cpu, or install a CUDA "
+            "build of torch (see README: 'CUDA or CPU torch')"
+        )
+    built: list[Callback] = instantiate_each(cfg.get("callbacks"))
+    loggers: list[Logger] = instantiate_each(cfg.get("logger"))
+    return instantiate(
+        cfg.trainer, callbacks=built + (callbacks or []), logger=loggers or False, **overrides
+    )
+
+
+def build_parts(cfg: DictConfig) -> tuple[LightningDataModule, LightningModule]:
+    """The data module and the model named by the config."""
+    datamodule = instantiate(cfg.data)
+    model = instantiate(cfg.model, _recursive_=False)
+    return datamodule, model
+
+
+def as_floats(metrics: dict[str, Any]) -> dict[str, float]:
+    """Logged metrics as plain floats, e.g. ``{"test/acc": 0.97}``."""
+    return {name: float(value) for name, value in metrics.items()}

@@ -1,0 +1,65 @@
+"""What the tests share: the package under test, config composition, CLI runs.
+
+The package is found from ``src/`` so no test file hard-codes its name.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from importlib import import_module
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = ROOT / "configs"
+PACKAGE = next(p.name for p in (ROOT / "src").iterdir() if (p / "__init__.py").is_file())
+
+
+def module(name: str) -> ModuleType:
+    """Import ``<package>.<name>``."""
+    return import_module(f"{PACKAGE}.{name}")
+
+
+def compose_config(
+    output_dir: Path, overrides: list[str] | None = None, config_name: str = "train"
+) -> DictConfig:
+    """The config an entry point would see, with its run directory set to ``output_dir``."""
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIG_DIR)):
+        return compose(
+            config_name=config_name,
+            overrides=[f"paths.output_dir={output_dir}", *(overrides or [])],
+        )
+
+
+# Small and quick, yet a real run: 3 epochs over the full data.
+QUICK = ["trainer.max_epochs=3", "callbacks.progress_bar=null", "trainer.accelerator=cpu"]
+
+
+def run_cli(
+    entry: str, *overrides: str, cwd: Path, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """Run ``python -m <package>.<entry> overrides...`` in a subprocess from ``cwd``."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "CONFIG_DIR": str(CONFIG_DIR),
+        "OMP_NUM_THREADS": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", f"{PACKAGE}.{entry}", *overrides],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())

@@ -1,0 +1,99 @@
+"""The digits data module: shapes, fixed splits, train-only statistics, replayable order."""
+
+import pytest
+import torch
+
+from support import module
+
+data = module("data")
+sampling = module("data.sampling")
+UserError = module("utils.errors").UserError
+
+
+@pytest.fixture(scope="module")
+def digits() -> "data.DigitsDataModule":
+    datamodule = data.DigitsDataModule(seed=0)
+    datamodule.setup("fit")
+    return datamodule
+
+
+def test_split_sizes_and_shapes(digits: "data.DigitsDataModule") -> None:
+    sizes = {name: len(split) for name, split in digits.splits.items()}
+    assert sizes == {"train": 1258, "val": 270, "test": 269}
+    inputs, targets = next(iter(digits.train_dataloader()))
+    assert inputs.shape == (64, 1, 8, 8)
+    assert inputs.dtype == torch.float32
+    assert targets.shape == (64,)
+    assert targets.dtype == torch.int64
+    assert set(targets.tolist()) <= set(range(10))
+
+
+def test_splits_do_not_overlap(digits: "data.DigitsDataModule") -> None:
+    rows = {
+        name: {tuple(x.flatten().tolist()) for x in split.inputs}
+        for name, split in digits.splits.items()
+    }
+    # digits has a few duplicate images; overlap between splits must be no more than that
+    raw, _ = digits.load_raw()
+    duplicates = len(raw) - len({tuple(x.flatten().tolist()) for x in raw})
+    assert len(rows["train"] & rows["val"]) <= duplicates
+    assert len(rows["train"] & rows["test"]) <= duplicates
+    assert len(rows["val"] & rows["test"]) <= duplicates
+
+
+def test_normalisation_comes_from_train_split_only(digits: "data.DigitsDataModule") -> None:
+    train = digits.splits["train"].inputs
+    assert train.mean().item() == pytest.approx(0.0, abs=1e-5)
+    assert train.std().item() == pytest.approx(1.0, abs=1e-5)
+    assert digits.splits["val"].inputs.mean().item() != pytest.approx(0.0, abs=1e-5)
+
+
+def test_same_seed_same_split_other_seed_other_split() -> None:
+    first, again, other = (data.DigitsDataModule(seed=s) for s in (0, 0, 1))
+    for datamodule in (first, again, other):
+        datamodule.setup()
+    assert torch.equal(first.splits["test"].inputs, again.splits["test"].inputs)
+    assert not torch.equal(first.splits["test"].targets, other.splits["test"].targets)
+
+
+def test_nan_in_data_names_split_and_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    datamodule = data.DigitsDataModule(seed=0)
+    images, targets = datamodule.load_raw()
+    images[5, 0, 3, 3] = float("nan")
+    monkeypatch.setattr(datamodule, "load_raw", lambda: (images, targets))
+    with pytest.raises(UserError, match=r"data split '\w+' row \d+ \(dataset index 5\) holds NaN"):
+        datamodule.setup()
+
+
+def test_sampler_order_is_a_function_of_seed_and_epoch() -> None:
+    def epoch_order(seed: int, epoch: int) -> list[int]:
+        sampler = sampling.EpochBatchSampler(100, 16, shuffle=True, seed=seed)
+        sampler.set_epoch(epoch)
+        return torch.cat(list(sampler)).tolist()
+
+    assert epoch_order(0, 3) == epoch_order(0, 3)
+    assert epoch_order(0, 3) != epoch_order(0, 4)
+    assert epoch_order(0, 3) != epoch_order(1, 3)
+    assert sorted(epoch_order(0, 3)) == list(range(100))
+
+
+def test_sampler_skips_consumed_batches_once() -> None:
+    sampler = sampling.EpochBatchSampler(100, 16, shuffle=True, seed=0)
+    full = list(sampler)
+    sampler.load_state_dict({"epoch": 0, "skip": 4})
+    resumed = list(sampler)
+    assert [b.tolist() for b in resumed] == [b.tolist() for b in full[4:]]
+    assert len(list(sampler)) == len(full)  # the skip applies to one epoch only
+
+
+def test_sampler_shards_are_disjoint_and_equal_length() -> None:
+    shards = [
+        torch.cat(
+            list(sampling.EpochBatchSampler(101, 8, shuffle=True, seed=0, rank=r, world_size=2))
+        )
+        for r in (0, 1)
+    ]
+    assert len(shards[0]) == len(shards[1]) == 51
+    covered = set(shards[0].tolist()) | set(shards[1].tolist())
+    assert covered == set(range(101))
+    assert len(set(shards[0].tolist()) & set(shards[1].tolist())) == 1  # the one padding index
