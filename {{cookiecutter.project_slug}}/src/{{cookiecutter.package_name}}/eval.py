@@ -7,32 +7,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import get_class, instantiate
-from lightning import LightningModule
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from .utils.checkpoint import load_checkpoint
+from .utils.checkpoint import load_checkpoint, restore_model
 from .utils.entry import command
 from .utils.errors import UserError
 from .utils.files import write_json
 from .utils.run import as_floats, build_trainer, prepare_run
 
 log = logging.getLogger(__name__)
-
-
-def restore_model(cfg: DictConfig, checkpoint: dict[str, Any], path: str) -> LightningModule:
-    """Rebuild the model from the checkpoint's own hyperparameters and load its weights."""
-    model_class = get_class(cfg.model._target_)
-    try:
-        model = model_class(**checkpoint["hyper_parameters"])
-        model.load_state_dict(checkpoint["state_dict"])
-    except (KeyError, TypeError, RuntimeError) as error:
-        first = str(error).strip().splitlines()[0]
-        raise UserError(
-            f"checkpoint '{path}' does not fit model {cfg.model._target_} ({first}); "
-            "pass a checkpoint trained with this model"
-        ) from error
-    return model
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:

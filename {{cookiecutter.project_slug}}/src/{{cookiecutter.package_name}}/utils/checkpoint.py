@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.utils import get_class
+from lightning import LightningModule
+from omegaconf import DictConfig
 
 from .errors import UserError
 
@@ -38,6 +41,21 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             f"checkpoint '{path}' has no 'state_dict'; pass a checkpoint written by training"
         )
     return checkpoint
+
+
+def restore_model(cfg: DictConfig, checkpoint: dict[str, Any], path: str) -> LightningModule:
+    """Rebuild the model from the checkpoint's own hyperparameters and load its weights."""
+    model_class = get_class(cfg.model._target_)
+    try:
+        model = model_class(**checkpoint["hyper_parameters"])
+        model.load_state_dict(checkpoint["state_dict"])
+    except (KeyError, TypeError, RuntimeError) as error:
+        first = str(error).strip().splitlines()[0]
+        raise UserError(
+            f"checkpoint '{path}' does not fit model {cfg.model._target_} ({first}); "
+            "pass a checkpoint trained with this model"
+        ) from error
+    return model
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,0 +1,206 @@
+"""Export a checkpoint to one self-contained ``model.onnx``, then prove it matches PyTorch.
+
+python -m <package>.export ckpt_path=outputs/train/runs/<time>/checkpoints/last.ckpt
+
+The graph takes raw inputs (normalisation baked in) with a dynamic batch dimension. Before
+``model.onnx`` appears, onnxruntime and PyTorch run the same real test inputs at several
+batch sizes; the file is kept only if every output agrees within ``tolerance`` and the
+predicted classes match. ``export.json`` beside it records the interface and the results.
+"""
+
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime
+import torch
+from hydra.utils import get_class, instantiate
+from omegaconf import DictConfig
+
+from .data.raw import raw_split
+from .models.exportable import INPUT_NAME, OUTPUT_NAMES, RawInputClassifier, from_checkpoint
+from .models.runners import OnnxRunner, TorchRunner
+from .utils.checkpoint import load_checkpoint
+from .utils.entry import command
+from .utils.errors import UserError
+from .utils.files import write_atomic, write_json
+from .utils.run import prepare_run
+
+log = logging.getLogger(__name__)
+
+
+def export(cfg: DictConfig) -> dict[str, Any]:
+    """Write ``cfg.output_path`` and ``export.json`` beside it; return what the JSON holds."""
+    if not cfg.get("ckpt_path"):
+        raise UserError("ckpt_path is not set; run e.g. `export ckpt_path=path/to/last.ckpt`")
+    check_settings(cfg)
+    checkpoint = load_checkpoint(cfg.ckpt_path)
+    data_class = get_class(cfg.data._target_)
+    model = from_checkpoint(cfg, checkpoint, cfg.ckpt_path, data_class)
+    prepare_run(cfg)
+    # The test split of the run that wrote the checkpoint: rows the model never trained on.
+    datamodule = instantiate(cfg.data, **checkpoint.get("datamodule_hyper_parameters", {}))
+    datamodule.setup("test")
+    inputs = raw_split(datamodule, "test")
+    if max(cfg.batch_sizes) > len(inputs):
+        raise UserError(
+            f"batch_sizes {list(cfg.batch_sizes)} asks for more rows than the test split has "
+            f"({len(inputs)}); use batch sizes up to {len(inputs)}"
+        )
+
+    output = Path(cfg.output_path)
+    report: dict[str, Any] = {}
+
+    def export_and_check(tmp: Path) -> None:
+        export_onnx(model, torch.from_numpy(inputs[:2]), tmp, cfg.opset)
+        onnx_runner = OnnxRunner(tmp)
+        rows = compare(TorchRunner(model, inputs.shape[1:]), onnx_runner, inputs, cfg)
+        log.info("parity and latency (ms), PyTorch vs onnxruntime:\n%s", format_table(rows))
+        check_parity(rows, cfg.tolerance)
+        report.update(describe(tmp, onnx_runner, cfg, model, rows))
+
+    # Exported and checked under a temporary name: a failure leaves no model.onnx behind.
+    write_atomic(output, export_and_check)
+    report["model"] = str(output.resolve())
+    write_json(output.parent / "export.json", report)
+    log.info("model:         %s", output)
+    log.info("export report: %s", output.parent / "export.json")
+    return report
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """Reject settings that cannot give a meaningful check, before any work is done."""
+    problems = []
+    if not cfg.tolerance > 0:
+        problems.append(f"tolerance={cfg.tolerance} must be > 0 (1e-4 suits float32)")
+    if not cfg.batch_sizes or min(cfg.batch_sizes) < 1:
+        problems.append(f"batch_sizes={list(cfg.batch_sizes or [])} must be positive integers")
+    if cfg.repeats < 1:
+        problems.append(f"repeats={cfg.repeats} must be >= 1")
+    if problems:
+        raise UserError("; ".join(problems) + "; fix them in configs/export.yaml or on the CLI")
+
+
+def export_onnx(model: RawInputClassifier, example: torch.Tensor, path: Path, opset: int) -> None:
+    """Trace with the current (dynamo) exporter; weights inside the file; batch left free.
+
+    ``example`` needs a batch of at least 2, or the exporter specialises the batch to 1.
+    """
+    batch = torch.export.Dim("batch")
+    # Quiet the exporter's per-pass INFO lines and its warnings about torchvision ops.
+    for name in ("onnx_ir", "onnxscript", "torch.onnx._internal.exporter._registration"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        torch.onnx.export(
+            model,
+            (example,),
+            str(path),
+            dynamo=True,
+            input_names=[INPUT_NAME],
+            output_names=list(OUTPUT_NAMES),
+            dynamic_shapes=({0: batch},),
+            external_data=False,
+            opset_version=opset,
+        )
+
+
+def compare(
+    torch_runner: TorchRunner, onnx_runner: OnnxRunner, inputs: np.ndarray, cfg: DictConfig
+) -> list[dict[str, Any]]:
+    """One row per batch size: largest output difference, class agreement, latencies."""
+    rows = []
+    for size in cfg.batch_sizes:
+        batch = inputs[:size]
+        expected, actual = torch_runner(batch), onnx_runner(batch)
+        torch_ms = latency_ms(torch_runner, batch, cfg.repeats)
+        onnx_ms = latency_ms(onnx_runner, batch, cfg.repeats)
+        rows.append(
+            {
+                "batch_size": int(size),
+                "max_abs_diff": max(float(np.abs(e - a).max()) for e, a in zip(expected, actual)),
+                "classes_agree": bool(np.array_equal(expected[0].argmax(1), actual[0].argmax(1))),
+                "torch_ms_p50": torch_ms[0],
+                "torch_ms_p95": torch_ms[1],
+                "onnxruntime_ms_p50": onnx_ms[0],
+                "onnxruntime_ms_p95": onnx_ms[1],
+            }
+        )
+    return rows
+
+
+def latency_ms(run: TorchRunner | OnnxRunner, batch: np.ndarray, repeats: int) -> list[float]:
+    """Median and 95th percentile of ``repeats`` timed calls, after one warm-up call."""
+    run(batch)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run(batch)
+        times.append((time.perf_counter() - started) * 1e3)
+    return [round(float(q), 4) for q in np.percentile(times, [50, 95])]
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'batch':>5}  {'max abs diff':>12}  {'classes':>7}  "
+        f"{'torch p50':>9}  {'torch p95':>9}  {'ort p50':>9}  {'ort p95':>9}"
+    ]
+    for row in rows:
+        lines.append(
+            f"{row['batch_size']:>5}  {row['max_abs_diff']:>12.3g}  "
+            f"{'agree' if row['classes_agree'] else 'DIFFER':>7}  "
+            f"{row['torch_ms_p50']:>9.3f}  {row['torch_ms_p95']:>9.3f}  "
+            f"{row['onnxruntime_ms_p50']:>9.3f}  {row['onnxruntime_ms_p95']:>9.3f}"
+        )
+    return "\n".join(lines)
+
+
+def check_parity(rows: list[dict[str, Any]], tolerance: float) -> None:
+    """Raise if any batch size differs by ``tolerance`` or more, or predicts other classes."""
+    for row in rows:
+        if row["max_abs_diff"] >= tolerance or not row["classes_agree"]:
+            raise UserError(
+                f"ONNX parity failed at batch size {row['batch_size']}: max abs diff "
+                f"{row['max_abs_diff']:.3g} (tolerance {tolerance:g}), classes "
+                f"{'agree' if row['classes_agree'] else 'differ'}; no model.onnx was written. "
+                "Look for ops the exporter translates differently, or raise tolerance if a "
+                "lower precision explains the gap"
+            )
+
+
+def describe(
+    path: Path,
+    runner: OnnxRunner,
+    cfg: DictConfig,
+    model: RawInputClassifier,
+    rows: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What a user of the ONNX file needs to know, and the evidence that it is faithful."""
+    graph = onnx.load(str(path), load_external_data=False)
+    opset = next(op.version for op in graph.opset_import if op.domain in ("", "ai.onnx"))
+
+    def tensors(items: list[Any]) -> list[dict[str, Any]]:
+        return [{"name": t.name, "shape": list(t.shape), "dtype": t.type} for t in items]
+
+    return {
+        "checkpoint": str(Path(cfg.ckpt_path).resolve()),
+        "opset": int(opset),
+        "inputs": tensors(runner.session.get_inputs()),
+        "outputs": tensors(runner.session.get_outputs()),
+        "input_description": cfg.input_description,
+        "normalisation": {"mean": model.mean.item(), "std": model.std.item()},
+        "tolerance": float(cfg.tolerance),
+        "parity": rows,
+        "threads": torch.get_num_threads(),
+        "versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},
+    }
+
+
+main = command("export")(export)
+
+if __name__ == "__main__":
+    main()

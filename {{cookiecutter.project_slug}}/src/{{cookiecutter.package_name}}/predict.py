@@ -1,0 +1,91 @@
+"""Predict classes for array or image files with a checkpoint or an exported model.onnx.
+
+python -m <package>.predict model_path=outputs/export/runs/<time>/model.onnx inputs=x.npy
+python -m <package>.predict model_path=path/to/last.ckpt inputs=[a.png,b.png] invert=true
+
+Both backends take the same raw inputs and give the same classes; the output is CSV or
+JSON (by the suffix of ``output_path``) with one row per input: input, class, probability.
+"""
+
+import csv
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hydra.utils import get_class
+from omegaconf import DictConfig, ListConfig
+
+from .data.inputs import read_inputs
+from .models.exportable import from_checkpoint
+from .models.runners import OnnxRunner, TorchRunner
+from .utils.checkpoint import load_checkpoint
+from .utils.entry import command
+from .utils.errors import UserError
+from .utils.files import write_atomic
+from .utils.run import prepare_run
+
+log = logging.getLogger(__name__)
+
+FORMATS = (".csv", ".json")
+
+
+def predict(cfg: DictConfig) -> list[dict[str, Any]]:
+    """Write one prediction per input row to ``cfg.output_path``; return the rows."""
+    output = Path(cfg.output_path)
+    if output.suffix.lower() not in FORMATS:
+        raise UserError(f"output_path '{output}' must end in {' or '.join(FORMATS)}")
+    if cfg.batch_size < 1:
+        raise UserError(f"batch_size={cfg.batch_size} must be >= 1")
+    runner = open_model(cfg)
+    paths = list(cfg.inputs) if isinstance(cfg.inputs, ListConfig | list) else [cfg.inputs]
+    inputs, names = read_inputs(
+        paths, runner.input_shape, npz_key=cfg.get("npz_key"), invert=cfg.invert
+    )
+    prepare_run(cfg)
+    probabilities = np.concatenate(
+        [runner(batch)[1] for batch in np.array_split(inputs, -(-len(inputs) // cfg.batch_size))]
+    )
+    rows = [
+        {"input": name, "class": int(p.argmax()), "probability": float(p.max())}
+        for name, p in zip(names, probabilities, strict=True)
+    ]
+    write_predictions(output, rows)
+    log.info("%d predictions: %s", len(rows), output)
+    return rows
+
+
+def open_model(cfg: DictConfig) -> TorchRunner | OnnxRunner:
+    """onnxruntime for a ``.onnx`` file, PyTorch for a training checkpoint."""
+    if not cfg.get("model_path"):
+        raise UserError("model_path is not set; pass model_path=path/to/model.onnx or a .ckpt")
+    path = str(cfg.model_path)
+    if path.endswith(".onnx"):
+        if not Path(path).is_file():
+            raise UserError(f"model '{path}' does not exist; run the export first")
+        return OnnxRunner(path)
+    checkpoint = load_checkpoint(path)
+    data_class = get_class(cfg.data._target_)
+    model = from_checkpoint(cfg, checkpoint, path, data_class)
+    return TorchRunner(model, data_class.input_shape)
+
+
+def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
+    """CSV with a header row, or a JSON list of objects, written atomically."""
+    if path.suffix.lower() == ".json":
+        text = json.dumps(rows, indent=2) + "\n"
+    else:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=["input", "class", "probability"])
+        writer.writeheader()
+        writer.writerows(rows)
+        text = buffer.getvalue()
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+main = command("predict")(predict)
+
+if __name__ == "__main__":
+    main()
