@@ -22,6 +22,8 @@ EXPECTED_FILES = {
     "requirements-dev.txt",
     "configs/train.yaml",
     "configs/eval.yaml",
+    "configs/export.yaml",
+    "configs/predict.yaml",
     "configs/callbacks/default.yaml",
     "configs/callbacks/none.yaml",
     "configs/data/digits.yaml",
@@ -42,11 +44,17 @@ EXPECTED_FILES = {
     "src/digits_classifier/callbacks/__init__.py",
     "src/digits_classifier/data/__init__.py",
     "src/digits_classifier/data/digits.py",
+    "src/digits_classifier/data/inputs.py",
+    "src/digits_classifier/data/raw.py",
     "src/digits_classifier/data/sampling.py",
     "src/digits_classifier/eval.py",
+    "src/digits_classifier/export.py",
     "src/digits_classifier/models/__init__.py",
     "src/digits_classifier/models/classifier.py",
+    "src/digits_classifier/models/exportable.py",
     "src/digits_classifier/models/nets.py",
+    "src/digits_classifier/models/runners.py",
+    "src/digits_classifier/predict.py",
     "src/digits_classifier/train.py",
     "src/digits_classifier/utils/__init__.py",
     "src/digits_classifier/utils/checkpoint.py",
@@ -59,6 +67,8 @@ EXPECTED_FILES = {
     "tests/support.py",
     "tests/test_configs.py",
     "tests/test_data.py",
+    "tests/test_export.py",
+    "tests/test_predict.py",
     "tests/test_train.py",
 }
 
@@ -91,7 +101,9 @@ def test_every_python_yaml_and_toml_file_parses(default_project: Path) -> None:
         yaml.safe_load(path.read_text(encoding="utf-8"))
     meta = tomllib.loads((default_project / "pyproject.toml").read_text())["project"]
     assert meta["name"] == "digits-classifier"
-    assert meta["scripts"]["digits-classifier-train"] == "digits_classifier.train:main"
+    for entry in ("train", "eval", "export", "predict"):
+        script = meta["scripts"][f"digits-classifier-{entry}"]
+        assert script == f"digits_classifier.{entry}:main"
     assert (default_project / ".python-version").read_text().strip() == "3.11"
 
 

@@ -21,3 +21,13 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cfg = compose_config(run_dir, QUICK)
     metrics = module("train").train(cfg)
     return {"metrics": metrics, "run_dir": run_dir, "cfg": cfg}
+
+
+@pytest.fixture(scope="session")
+def exported(trained: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Export the trained run's best checkpoint to ONNX once; return its report and paths."""
+    out_dir: Path = tmp_path_factory.mktemp("exported")
+    checkpoint = trained["metrics"]["best_checkpoint"]
+    cfg = compose_config(out_dir, [f"ckpt_path={checkpoint}", "repeats=3"], config_name="export")
+    report = module("export").export(cfg)
+    return {"report": report, "dir": out_dir, "model": out_dir / "model.onnx", "ckpt": checkpoint}

@@ -116,14 +116,16 @@ def compare(
     rows = []
     for size in cfg.batch_sizes:
         batch = inputs[:size]
-        expected, actual = torch_runner(batch), onnx_runner(batch)
+        expected, actual = torch_runner(batch), onnx_runner(batch)  # (logits, probabilities)
+        diff = max(float(np.abs(e - a).max()) for e, a in zip(expected, actual, strict=True))
+        same_classes = np.array_equal(expected[0].argmax(1), actual[0].argmax(1))
         torch_ms = latency_ms(torch_runner, batch, cfg.repeats)
         onnx_ms = latency_ms(onnx_runner, batch, cfg.repeats)
         rows.append(
             {
                 "batch_size": int(size),
-                "max_abs_diff": max(float(np.abs(e - a).max()) for e, a in zip(expected, actual)),
-                "classes_agree": bool(np.array_equal(expected[0].argmax(1), actual[0].argmax(1))),
+                "max_abs_diff": diff,
+                "classes_agree": bool(same_classes),
                 "torch_ms_p50": torch_ms[0],
                 "torch_ms_p95": torch_ms[1],
                 "onnxruntime_ms_p50": onnx_ms[0],

@@ -50,9 +50,9 @@ def restore_model(cfg: DictConfig, checkpoint: dict[str, Any], path: str) -> Lig
         model = model_class(**checkpoint["hyper_parameters"])
         model.load_state_dict(checkpoint["state_dict"])
     except (KeyError, TypeError, RuntimeError) as error:
-        first = str(error).strip().splitlines()[0]
         raise UserError(
-            f"checkpoint '{path}' does not fit model {cfg.model._target_} ({first}); "
+            f"checkpoint '{path}' does not fit model {cfg.model._target_} "
+            f"({_first_detail(error)}); "
             "pass a checkpoint trained with this model"
         ) from error
     return model
@@ -61,3 +61,9 @@ def restore_model(cfg: DictConfig, checkpoint: dict[str, Any], path: str) -> Lig
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def _first_detail(error: BaseException) -> str:
+    """The first line that says what is wrong, skipping headers such as 'Error(s) in ...:'."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return next((line for line in lines if not line.endswith(":")), _first_line(error))

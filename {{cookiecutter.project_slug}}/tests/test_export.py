@@ -1,0 +1,163 @@
+"""ONNX export: one self-contained file, raw inputs, parity with PyTorch, clean failures."""
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+
+from support import compose_config, module, read_json, run_cli
+
+export = module("export")
+UserError = module("utils.errors").UserError
+
+
+def test_export_writes_one_self_contained_model_that_matches_pytorch(
+    exported: dict[str, Any],
+) -> None:
+    # No external-data file beside the model: model.onnx is all a user needs.
+    assert {p.name for p in exported["dir"].iterdir()} == {
+        "model.onnx",
+        "export.json",
+        "config.yaml",
+    }
+    report = read_json(exported["dir"] / "export.json")
+    assert report == exported["report"]
+    assert [row["batch_size"] for row in report["parity"]] == [1, 7, 64]
+    for row in report["parity"]:
+        assert row["max_abs_diff"] < 1e-4
+        assert row["classes_agree"] is True
+        for backend in ("torch", "onnxruntime"):
+            assert 0 < row[f"{backend}_ms_p50"] <= row[f"{backend}_ms_p95"]
+
+
+def test_export_records_interface_opset_and_source(exported: dict[str, Any]) -> None:
+    report = exported["report"]
+    assert report["inputs"] == [
+        {"name": "images", "shape": ["batch", 1, 8, 8], "dtype": "tensor(float)"}
+    ]
+    assert [(o["name"], o["shape"]) for o in report["outputs"]] == [
+        ("logits", ["batch", 10]),
+        ("probabilities", ["batch", 10]),
+    ]
+    assert report["opset"] == 18
+    assert report["checkpoint"] == str(Path(exported["ckpt"]).resolve())
+    assert report["model"] == str(exported["model"].resolve())
+    stats = torch.load(exported["ckpt"], weights_only=True)["DigitsDataModule"]
+    assert report["normalisation"] == pytest.approx(stats)
+
+
+def test_onnx_takes_raw_inputs_and_predicts_like_the_trained_model(
+    exported: dict[str, Any], trained: dict[str, Any]
+) -> None:
+    datamodule = module("data").DigitsDataModule(seed=0)
+    datamodule.setup("test")
+    test = datamodule.splits["test"]
+    raw = module("data.raw").raw_split(datamodule, "test")
+    assert raw.min() >= 0  # pixels / 16, not normalised
+    assert raw.max() <= 1 + 1e-6
+
+    session = onnxruntime.InferenceSession(str(exported["model"]))
+    # 269 rows: a batch size the parity check did not use, so the batch axis is truly free.
+    logits, probabilities = session.run(None, {"images": raw})
+    assert logits.shape == probabilities.shape == (269, 10)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+
+    checkpoint = torch.load(exported["ckpt"], weights_only=True)
+    model = module("models").Classifier(**checkpoint["hyper_parameters"])
+    model.load_state_dict(checkpoint["state_dict"])
+    with torch.inference_mode():
+        expected = model.eval()(test.inputs)  # the normalised inputs training used
+    np.testing.assert_allclose(logits, expected.numpy(), atol=1e-4)
+    assert (logits.argmax(1) == test.targets.numpy()).mean() > 0.8
+
+
+def broken_checkpoint(path: Path, trained_ckpt: str, kind: str) -> Path:
+    """Write a bad checkpoint of the given ``kind`` to ``path``."""
+    if kind == "missing":
+        return path / "nowhere.ckpt"
+    target = path / f"{kind}.ckpt"
+    if kind == "truncated":
+        target.write_bytes(Path(trained_ckpt).read_bytes()[:1000])
+        return target
+    checkpoint = torch.load(trained_ckpt, weights_only=True)
+    if kind == "other_architecture":
+        checkpoint["hyper_parameters"]["net"]["channels"] = [16, 32]
+    if kind == "foreign":
+        checkpoint["hyper_parameters"] = {"width": 3}
+    if kind == "no_statistics":
+        del checkpoint["DigitsDataModule"]
+    torch.save(checkpoint, target)
+    return target
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("missing", r"checkpoint '.*nowhere.ckpt' does not exist"),
+        ("truncated", r"is not a readable PyTorch checkpoint"),
+        ("other_architecture", r"does not fit model .*Classifier \(size mismatch for net\."),
+        ("foreign", r"does not fit model .*Classifier \(.*unexpected keyword argument 'width'"),
+        ("no_statistics", r"has no normalisation statistics under 'DigitsDataModule'"),
+    ],
+)
+def test_bad_checkpoint_is_one_clear_error_and_writes_no_model(
+    trained: dict[str, Any], tmp_path: Path, kind: str, message: str
+) -> None:
+    path = broken_checkpoint(tmp_path, trained["metrics"]["best_checkpoint"], kind)
+    out_dir = tmp_path / "out"
+    cfg = compose_config(out_dir, [f"ckpt_path={path}"], config_name="export")
+    with pytest.raises(UserError, match=message):
+        export.export(cfg)
+    assert not list(tmp_path.rglob("*.onnx*"))
+
+
+def test_settings_that_cannot_check_parity_are_rejected(tmp_path: Path) -> None:
+    cfg = compose_config(
+        tmp_path,
+        ["ckpt_path=x.ckpt", "tolerance=0", "batch_sizes=[0,7]", "repeats=0"],
+        config_name="export",
+    )
+    with pytest.raises(
+        UserError, match=r"tolerance=0 must be > 0 .*; batch_sizes=\[0, 7\] .*; repeats=0"
+    ):
+        export.export(cfg)
+
+
+@pytest.mark.slow
+def test_failed_parity_exits_nonzero_and_leaves_no_model(
+    trained: dict[str, Any], tmp_path: Path
+) -> None:
+    # float32 kernels differ in the last bits, so a tolerance of 1e-12 cannot be met.
+    best = trained["metrics"]["best_checkpoint"]
+    result = run_cli("export", f"ckpt_path={best}", "tolerance=1e-12", "repeats=1", cwd=tmp_path)
+    assert result.returncode == 1
+    errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1
+    assert "ONNX parity failed at batch size 1" in errors[0]
+    assert "no model.onnx was written" in errors[0]
+    assert "max abs diff" in result.stdout  # the table is shown before the verdict
+    assert not list(tmp_path.rglob("*.onnx*"))
+    assert not list(tmp_path.rglob("export.json"))
+
+
+@pytest.mark.slow
+def test_cli_exports_and_rejects_a_broken_checkpoint(
+    trained: dict[str, Any], tmp_path: Path
+) -> None:
+    best = trained["metrics"]["best_checkpoint"]
+    result = run_cli("export", f"ckpt_path={best}", "repeats=5", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [run_dir] = (tmp_path / "outputs" / "export" / "runs").iterdir()
+    assert (run_dir / "model.onnx").is_file()
+    assert read_json(run_dir / "export.json")["parity"][2]["batch_size"] == 64
+    assert "max abs diff" in result.stdout
+
+    broken = broken_checkpoint(tmp_path, best, "truncated")
+    result = run_cli("export", f"ckpt_path={broken}", "paths.root_dir=broken", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "error: checkpoint" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not list((tmp_path / "broken").rglob("*.onnx*"))

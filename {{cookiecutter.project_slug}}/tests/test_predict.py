@@ -1,0 +1,164 @@
+"""Predict: checkpoint and ONNX agree on the test split; arrays, images, clear input errors."""
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from support import compose_config, module, run_cli
+
+predict = module("predict")
+UserError = module("utils.errors").UserError
+
+
+@pytest.fixture(scope="module")
+def test_split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The default run's test split as a raw .npy file (what a user would feed), with labels."""
+    datamodule = module("data").DigitsDataModule(seed=0)
+    datamodule.setup("test")
+    raw = module("data.raw").raw_split(datamodule, "test")
+    path = tmp_path_factory.mktemp("inputs") / "test.npy"
+    np.save(path, raw)
+    return {"path": path, "raw": raw, "labels": datamodule.splits["test"].targets.numpy()}
+
+
+def run_predict(out_dir: Path, model_path: Any, inputs: Any, *extra: str) -> list[dict[str, Any]]:
+    if isinstance(inputs, list):
+        inputs = "[" + ",".join(map(str, inputs)) + "]"
+    overrides = [f"model_path={model_path}", f"inputs={inputs}", *extra]
+    return predict.predict(compose_config(out_dir, overrides, config_name="predict"))
+
+
+def test_checkpoint_and_onnx_predict_the_same_on_the_test_split(
+    exported: dict[str, Any], test_split: dict[str, Any], tmp_path: Path
+) -> None:
+    from_ckpt = run_predict(tmp_path, exported["ckpt"], test_split["path"])
+    json_path = tmp_path / "onnx.json"
+    from_onnx = run_predict(
+        tmp_path, exported["model"], test_split["path"], f"output_path={json_path}"
+    )
+    assert len(from_ckpt) == len(from_onnx) == 269
+    assert [r["class"] for r in from_ckpt] == [r["class"] for r in from_onnx]
+    np.testing.assert_allclose(
+        [r["probability"] for r in from_ckpt], [r["probability"] for r in from_onnx], atol=1e-4
+    )
+    accuracy = np.mean([r["class"] for r in from_onnx] == test_split["labels"])
+    assert accuracy > 0.8
+
+    # Both files hold the same rows: CSV by default, JSON when the path says so.
+    with (tmp_path / "predictions.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[0] == {
+        "input": f"{test_split['path']}[0]",
+        "class": str(from_ckpt[0]["class"]),
+        "probability": str(from_ckpt[0]["probability"]),
+    }
+    assert json.loads(json_path.read_text()) == from_onnx
+
+
+def test_images_predict_like_the_arrays_they_show(
+    exported: dict[str, Any], test_split: dict[str, Any], tmp_path: Path
+) -> None:
+    digits = test_split["raw"][:4, 0]  # (4, 8, 8) in [0, 1], ink bright
+    paths = []
+    for index, digit in enumerate(digits):
+        path = tmp_path / f"digit_{index}.png"
+        # As a user's 32x32 scan would be: bigger, dark ink on white paper.
+        image = Image.fromarray(np.round((1 - digit) * 255).astype(np.uint8))
+        image.resize((32, 32), Image.Resampling.NEAREST).save(path)
+        paths.append(path)
+    from_arrays = run_predict(tmp_path, exported["model"], test_split["path"])[:4]
+    from_images = run_predict(tmp_path, exported["model"], paths, "invert=true")
+    assert [r["input"] for r in from_images] == [str(p) for p in paths]
+    assert [r["class"] for r in from_images] == [r["class"] for r in from_arrays]
+
+
+def test_npz_with_several_arrays_needs_a_key(
+    exported: dict[str, Any], test_split: dict[str, Any], tmp_path: Path
+) -> None:
+    path = tmp_path / "bundle.npz"
+    np.savez(path, images=test_split["raw"][:5], labels=test_split["labels"][:5])
+    with pytest.raises(UserError, match=r"holds arrays \['images', 'labels'\].*set npz_key"):
+        run_predict(tmp_path, exported["model"], path)
+    rows = run_predict(tmp_path, exported["model"], path, "npz_key=images")
+    assert [r["input"] for r in rows] == [f"{path}[{i}]" for i in range(5)]
+
+
+@pytest.mark.parametrize(
+    ("backend", "array", "message"),
+    [
+        (
+            "ckpt",
+            np.zeros((3, 8, 8), np.float32),
+            r"has shape \(3, 8, 8\); expected \(N, 1, 8, 8\)",
+        ),
+        (
+            "model",
+            np.zeros((3, 8, 8), np.float32),
+            r"has shape \(3, 8, 8\); expected \(N, 1, 8, 8\)",
+        ),
+        ("model", np.zeros((3, 64), np.float32), r"has shape \(3, 64\); expected \(N, 1, 8, 8\)"),
+        (
+            "model",
+            np.zeros((3, 1, 8, 8), np.int64),
+            r"has dtype int64; expected floats of shape \(N, 1, 8, 8\)",
+        ),
+        ("model", np.full((3, 1, 8, 8), np.nan, np.float32), r"row 0 holds NaN or Inf"),
+    ],
+    ids=["no-channel-ckpt", "no-channel-onnx", "flat", "integers", "nan"],
+)
+def test_wrong_inputs_name_the_expected_shape(
+    exported: dict[str, Any], tmp_path: Path, backend: str, array: np.ndarray, message: str
+) -> None:
+    path = tmp_path / "bad.npy"
+    np.save(path, array)
+    with pytest.raises(UserError, match=message):
+        run_predict(tmp_path, exported[backend], path)
+    assert not (tmp_path / "predictions.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("model_path", "inputs", "message"),
+    [
+        ("model.onnx", "test.npy", r"model 'model.onnx' does not exist"),
+        ("{model}", "nowhere.npy", r"input 'nowhere.npy' does not exist"),
+        ("{model}", "{bad_suffix}", r"has suffix '.txt'; use one of .npy, .npz, .png"),
+        ("{bad_suffix}", "test.npy", r"checkpoint '.*notes.txt' (is not|holds)"),
+    ],
+)
+def test_bad_paths_are_clear_errors(
+    exported: dict[str, Any], tmp_path: Path, model_path: str, inputs: str, message: str
+) -> None:
+    bad_suffix = tmp_path / "notes.txt"
+    bad_suffix.write_text("not data")
+    names = {"model": exported["model"], "bad_suffix": bad_suffix}
+    with pytest.raises(UserError, match=message):
+        run_predict(tmp_path, model_path.format(**names), inputs.format(**names))
+
+
+@pytest.mark.slow
+def test_cli_predicts_and_rejects_a_wrong_shape(
+    exported: dict[str, Any], test_split: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "predictions.json"
+    result = run_cli(
+        "predict",
+        f"model_path={exported['model']}",
+        f"inputs={test_split['path']}",
+        f"output_path={out}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len(json.loads(out.read_text())) == 269
+    assert f"269 predictions: {out}" in result.stdout
+
+    bad = tmp_path / "flat.npy"
+    np.save(bad, test_split["raw"].reshape(-1, 64))
+    result = run_cli("predict", f"model_path={exported['model']}", f"inputs={bad}", cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"error: input '{bad}' has shape (269, 64); expected (N, 1, 8, 8)" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
