@@ -125,7 +125,8 @@ def test_wrong_inputs_name_the_expected_shape(
     ("model_path", "inputs", "message"),
     [
         ("model.onnx", "test.npy", r"model 'model.onnx' does not exist"),
-        ("{model}", "nowhere.npy", r"input 'nowhere.npy' does not exist"),
+        ("{model}", "nowhere.npy", r"input 'nowhere.npy' is not an existing file"),
+        ("{garbage_onnx}", "test.npy", r"'.*garbage.onnx' is not a loadable ONNX model"),
         ("{model}", "{bad_suffix}", r"has suffix '.txt'; use one of .npy, .npz, .png"),
         ("{bad_suffix}", "test.npy", r"checkpoint '.*notes.txt' (is not|holds)"),
     ],
@@ -135,7 +136,9 @@ def test_bad_paths_are_clear_errors(
 ) -> None:
     bad_suffix = tmp_path / "notes.txt"
     bad_suffix.write_text("not data")
-    names = {"model": exported["model"], "bad_suffix": bad_suffix}
+    garbage_onnx = tmp_path / "garbage.onnx"
+    garbage_onnx.write_bytes(b"\x00not a protobuf")
+    names = {"model": exported["model"], "bad_suffix": bad_suffix, "garbage_onnx": garbage_onnx}
     with pytest.raises(UserError, match=message):
         run_predict(tmp_path, model_path.format(**names), inputs.format(**names))
 

@@ -37,7 +37,10 @@ def read_inputs(
     arrays, names = [], []
     for path in map(Path, paths):
         if not path.is_file():
-            raise UserError(f"input '{path}' does not exist; pass existing files")
+            raise UserError(
+                f"input '{path}' is not an existing file; pass .npy/.npz or image files, "
+                "several as a list: inputs=[a.png,b.png]"
+            )
         suffix = path.suffix.lower()
         if suffix in ARRAY_SUFFIXES:
             array = check_array(read_array(path, npz_key), input_shape, str(path))
