@@ -144,20 +144,12 @@ def test_failed_parity_exits_nonzero_and_leaves_no_model(
 
 
 @pytest.mark.slow
-def test_cli_exports_and_rejects_a_broken_checkpoint(
-    trained: dict[str, Any], tmp_path: Path
-) -> None:
+def test_cli_exports_and_prints_the_table(trained: dict[str, Any], tmp_path: Path) -> None:
     best = trained["metrics"]["best_checkpoint"]
     result = run_cli("export", f"ckpt_path={best}", "repeats=5", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     [run_dir] = (tmp_path / "outputs" / "export" / "runs").iterdir()
-    assert (run_dir / "model.onnx").is_file()
-    assert read_json(run_dir / "export.json")["parity"][2]["batch_size"] == 64
-    assert "max abs diff" in result.stdout
-
-    broken = broken_checkpoint(tmp_path, best, "truncated")
-    result = run_cli("export", f"ckpt_path={broken}", "paths.root_dir=broken", cwd=tmp_path)
-    assert result.returncode == 1
-    assert "error: checkpoint" in result.stdout
-    assert "Traceback" not in result.stdout + result.stderr
-    assert not list((tmp_path / "broken").rglob("*.onnx*"))
+    assert {"model.onnx", "export.json", "export.log"} <= {p.name for p in run_dir.iterdir()}
+    assert [row["batch_size"] for row in read_json(run_dir / "export.json")["parity"]] == [1, 7, 64]
+    assert "batch  max abs diff  classes  torch p50" in result.stdout
+    assert f"model:         {run_dir.resolve() / 'model.onnx'}" in result.stdout
