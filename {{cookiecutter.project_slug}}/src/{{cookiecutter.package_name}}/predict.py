@@ -38,16 +38,14 @@ def predict(cfg: DictConfig) -> list[dict[str, Any]]:
     if output.suffix.lower() not in FORMATS:
         raise UserError(f"output_path '{output}' must end in {' or '.join(FORMATS)}")
     if cfg.batch_size < 1:
-        raise UserError(f"batch_size={cfg.batch_size} must be >= 1")
+        raise UserError(f"batch_size={cfg.batch_size} must be >= 1; e.g. batch_size=512")
     runner = open_model(cfg)
     paths = list(cfg.inputs) if isinstance(cfg.inputs, ListConfig | list) else [cfg.inputs]
     inputs, names = read_inputs(
         paths, runner.input_shape, npz_key=cfg.get("npz_key"), invert=cfg.invert
     )
     prepare_run(cfg)
-    probabilities = np.concatenate(
-        [runner(batch)[1] for batch in np.array_split(inputs, -(-len(inputs) // cfg.batch_size))]
-    )
+    probabilities = in_batches(runner, inputs, cfg.batch_size)
     rows = [
         {"input": name, "class": int(p.argmax()), "probability": float(p.max())}
         for name, p in zip(names, probabilities, strict=True)
@@ -70,6 +68,12 @@ def open_model(cfg: DictConfig) -> TorchRunner | OnnxRunner:
     data_class = get_class(cfg.data._target_)
     model = from_checkpoint(cfg, checkpoint, path, data_class)
     return TorchRunner(model, data_class.input_shape)
+
+
+def in_batches(runner: TorchRunner | OnnxRunner, inputs: np.ndarray, size: int) -> np.ndarray:
+    """Probabilities ``(N, num_classes)``, computed ``size`` rows at a time to bound memory."""
+    chunks = np.array_split(inputs, -(-len(inputs) // size))  # ceil(N / size) chunks
+    return np.concatenate([runner(chunk)[1] for chunk in chunks])
 
 
 def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
