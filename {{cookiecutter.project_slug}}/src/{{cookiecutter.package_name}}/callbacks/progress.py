@@ -112,7 +112,12 @@ class ProgressDisplay(ProgressBar):
         if self._bar is not None:
             self._bar.update(self._task, completed=self._epoch_steps, stats=self._window(trainer))
         elif time.perf_counter() - self._last_line >= self.plain_interval_s:
-            log.info("%s  step %d  %s", self._epoch_name(trainer), trainer.global_step, self._window(trainer))
+            log.info(
+                "%s  step %d  %s",
+                self._epoch_name(trainer),
+                trainer.global_step,
+                self._window(trainer),
+            )
             self._last_line = time.perf_counter()
 
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:

@@ -62,8 +62,14 @@ def shape_mismatch(error: BaseException, cfg: DictConfig) -> str | None:
     )
 
 
+DEVICE_PATTERNS = re.compile(
+    r"Expected all tensors to be on the same device|is not on the expected device|"
+    r"weight type \(torch\.cuda"
+)
+
+
 def device_mismatch(error: BaseException, cfg: DictConfig) -> str | None:
-    if "Expected all tensors to be on the same device" not in str(error):
+    if not DEVICE_PATTERNS.search(str(error)):
         return None
     return (
         f"tensors on different devices with trainer.accelerator={cfg.trainer.get('accelerator')} "

@@ -36,9 +36,7 @@ def write_plots(
     return written
 
 
-def curve_figure(
-    history: Sequence[Row], title: str, ylabel: str, metrics: Sequence[str]
-) -> Figure:
+def curve_figure(history: Sequence[Row], title: str, ylabel: str, metrics: Sequence[str]) -> Figure:
     figure = Figure(figsize=(6, 4), layout="constrained")
     axes = figure.add_subplot()
     for metric in metrics:
