@@ -23,7 +23,7 @@ def as_text(renderable: RenderableType, width: int = WIDTH) -> str:
     """Render a rich object to plain text without colour codes."""
     buffer = StringIO()
     Console(file=buffer, width=width, color_system=None, legacy_windows=False).print(renderable)
-    return buffer.getvalue().rstrip()
+    return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip().splitlines())
 
 
 def config_tree(cfg: DictConfig, skip: tuple[str, ...] = ("hydra",)) -> Tree:
