@@ -19,7 +19,7 @@ LIMITED = [
     "trainer.log_every_n_steps=5",
     "trainer.accelerator=cpu",
 ]
-LINE = re.compile(r"epoch (\d)/3 .*loss \d+\.\d{4}.*val_acc \d\.\d{4} .*\d steps/s")
+LINE = re.compile(r"epoch (\d)/2 .*loss \d+\.\d{4}.*val_acc \d\.\d{4} .*\d steps/s")
 
 
 def fit_with(
@@ -36,7 +36,7 @@ def test_without_a_terminal_one_line_per_epoch(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     lines = fit_with(ProgressDisplay(live=False), tmp_path, caplog)
-    assert [LINE.search(line).group(1) for line in lines] == ["1", "2", "3"], lines
+    assert [LINE.search(line).group(1) for line in lines] == ["0", "1", "2"], lines
 
 
 def test_periodic_lines_within_an_epoch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -45,7 +45,7 @@ def test_periodic_lines_within_an_epoch(tmp_path: Path, caplog: pytest.LogCaptur
     # Steps 2 and 4 of each 5-step epoch, then the epoch line.
     within = [line for line in lines if " step " in line]
     assert len(within) == 6, lines
-    assert re.search(r"epoch 1/3  step 2  loss \d+\.\d{4}  [\d,]+ steps/s", within[0])
+    assert re.search(r"epoch 0/2  step 2  loss \d+\.\d{4}  [\d,]+ steps/s", within[0])
 
 
 def test_live_bar_runs_and_stops(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -180,5 +180,6 @@ class ProgressDisplay(ProgressBar):
 
     @staticmethod
     def _epoch_name(trainer: Trainer) -> str:
-        last = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else "?"
-        return f"epoch {trainer.current_epoch + 1}/{last}"
+        """``epoch 3/14``: counted from 0 like checkpoint names, out of the last epoch."""
+        last = trainer.max_epochs - 1 if trainer.max_epochs and trainer.max_epochs > 0 else "?"
+        return f"epoch {trainer.current_epoch}/{last}"
