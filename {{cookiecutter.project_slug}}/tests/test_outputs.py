@@ -4,9 +4,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from matplotlib.image import imread
 
-from support import compose_config, module, read_json
+from support import QUICK, compose_config, module, read_json
 
 summary = module("utils.summary")
 console = module("utils.console")
@@ -74,3 +75,18 @@ def test_config_tree_shows_groups_and_values_verbatim(tmp_path: Path) -> None:
     assert "── model" in text
     assert "channels: [32, 64]" in text  # brackets are data, not rich markup
     assert "hydra" not in text
+
+
+@pytest.mark.slow
+def test_resumed_run_keeps_the_history_of_earlier_epochs(tmp_path: Path) -> None:
+    train = module("train").train
+    first = train(compose_config(tmp_path / "a", [*QUICK, "trainer.max_epochs=2"]))
+    last = tmp_path / "a" / "checkpoints" / "last.ckpt"
+    resumed = train(
+        compose_config(tmp_path / "b", [*QUICK, "trainer.max_epochs=3", f"ckpt_path={last}"])
+    )
+    assert resumed["final"]["epoch"] == 2
+    assert resumed["best"]["val/acc"] >= first["best"]["val/acc"]
+    rows = torch.load(tmp_path / "b" / "checkpoints" / "last.ckpt")["callbacks"]["MetricHistory"]
+    assert [row["epoch"] for row in rows["epochs"]] == [0, 1, 2]
+    assert rows["epochs"][1] == first["final"]

@@ -39,7 +39,11 @@ class ProgressDisplay(ProgressBar):
         self._enabled = True
         self._bar: Progress | None = None
         self._task: Any = None
-        self._losses: list[torch.Tensor] = []  # since the last refresh, still on the device
+        # Losses since the last line, on the device: a list, folded into a sum every
+        # refresh_every steps so it stays short; read (one sync) only when shown.
+        self._losses: list[torch.Tensor] = []
+        self._loss_sum: torch.Tensor | None = None
+        self._loss_count = 0
         self._window_start = 0.0
         self._window_steps = 0
         self._epoch_start = 0.0
@@ -84,6 +88,7 @@ class ProgressDisplay(ProgressBar):
         self._epoch_steps = self._window_steps = 0
         self._val_seconds = 0.0
         self._losses.clear()
+        self._loss_sum, self._loss_count = None, 0
         if self._bar is not None:
             total = self.total_train_batches
             self._task = self._bar.add_task(
@@ -109,6 +114,7 @@ class ProgressDisplay(ProgressBar):
         self._window_steps += 1
         if self._epoch_steps % self.refresh_every:
             return
+        self._fold_losses()
         if self._bar is not None:
             self._bar.update(self._task, completed=self._epoch_steps, stats=self._window(trainer))
         elif time.perf_counter() - self._last_line >= self.plain_interval_s:
@@ -168,10 +174,20 @@ class ProgressDisplay(ProgressBar):
             text += f"  val_acc {self._metric(trainer.callback_metrics, 'val/acc'):.4f}"
         return f"{text}  {rate:,.0f} steps/s"
 
-    def _read_losses(self) -> None:
+    def _fold_losses(self) -> None:
+        """Add the pending losses to the running sum on the device, without a sync."""
         if self._losses:
-            self._last_loss = torch.stack(self._losses).float().mean().item()
+            total = torch.stack(self._losses).float().sum()
+            self._loss_sum = total if self._loss_sum is None else self._loss_sum + total
+            self._loss_count += len(self._losses)
             self._losses.clear()
+
+    def _read_losses(self) -> None:
+        """The mean loss since the last read, copied to the host (the one sync)."""
+        self._fold_losses()
+        if self._loss_sum is not None:
+            self._last_loss = (self._loss_sum / self._loss_count).item()
+            self._loss_sum, self._loss_count = None, 0
 
     @staticmethod
     def _metric(metrics: dict[str, Any], name: str, default: float = float("nan")) -> float:
