@@ -7,12 +7,15 @@ import yaml
 
 from support import QUICK, read_json, run_cli
 
+# One short epoch per trial: a few batches of each split.
+TINY = [*QUICK, "debug=limit", "trainer.max_epochs=1"]
+
 
 @pytest.mark.slow
 def test_two_trial_optuna_sweep(tmp_path: Path) -> None:
     result = run_cli(
         "train", "-m", "hparams_search=optuna", "hydra.sweeper.n_trials=2",
-        *QUICK, "trainer.max_epochs=1", cwd=tmp_path,
+        *TINY, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     [sweep_dir] = (tmp_path / "outputs" / "train" / "multiruns").iterdir()
@@ -37,7 +40,7 @@ def test_two_trial_optuna_sweep(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_grid_multirun_gives_each_combination_a_run(tmp_path: Path) -> None:
-    result = run_cli("train", "-m", "model=cnn,mlp", *QUICK, "trainer.max_epochs=1", cwd=tmp_path)
+    result = run_cli("train", "-m", "model=cnn,mlp", *TINY, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     [sweep_dir] = (tmp_path / "outputs" / "train" / "multiruns").iterdir()
     nets = [
