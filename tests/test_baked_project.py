@@ -1,6 +1,7 @@
 """The baked project works: its own test suite passes and a real training run converges."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,15 @@ def test_default_training_reaches_95_percent(default_project: Path, tmp_path: Pa
     assert metrics["test"]["test/acc"] >= 0.95
     assert Path(metrics["best_checkpoint"]).is_file()
     assert f"metrics:         {run_dir.resolve() / 'metrics.json'}" in result.stdout
+    # The user-facing outputs: a summary table in the log and the plots of the run.
+    assert "run summary" in result.stdout
+    test_row = rf"test/acc \(best checkpoint\)\s+│\s+{metrics['test']['test/acc']:.4f}"
+    assert re.search(test_row, result.stdout), result.stdout[-3000:]
+    assert metrics["steps_per_second"] > 0
+    assert metrics["best"]["val/acc"] >= metrics["final"]["val/acc"]
+    plots = {p.name: p.stat().st_size for p in (run_dir / "plots").iterdir()}
+    assert set(plots) == {"loss.png", "accuracy.png", "learning_rate.png", "confusion_matrix.png"}
+    assert min(plots.values()) > 10_000
 
 
 @pytest.mark.slow

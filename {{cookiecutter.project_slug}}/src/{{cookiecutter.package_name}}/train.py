@@ -11,27 +11,39 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from .callbacks.confusion import TestConfusionMatrix
+from .callbacks.history import MetricHistory
+from .utils.console import log_config
 from .utils.entry import command
 from .utils.files import write_json
+from .utils.hints import explain_failures
+from .utils.plots import write_plots
 from .utils.run import as_floats, build_parts, build_trainer, prepare_run
+from .utils.summary import objective, summarize, summary_table
 
 log = logging.getLogger(__name__)
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
-    run_dir = prepare_run(cfg)
-    datamodule, model = build_parts(cfg)
-    trainer = build_trainer(cfg)
-
     started = time.perf_counter()
-    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
-    fit_seconds = time.perf_counter() - started
+    run_dir = prepare_run(cfg)
+    log_config(cfg)
+    datamodule, model = build_parts(cfg)
+    history, confusion = MetricHistory(), TestConfusionMatrix(cfg.model.num_classes)
+    trainer = build_trainer(cfg, callbacks=[history, confusion])
+
+    fit_started = time.perf_counter()
+    with explain_failures(cfg):
+        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    fit_seconds = time.perf_counter() - fit_started
+    epochs = list(history.epochs)  # testing a checkpoint restores the history saved in it
 
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint else ""
     # With no checkpoint (e.g. fast_dev_run) the weights in memory are tested.
-    results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+    with explain_failures(cfg):
+        results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
 
     metrics = {
         "test": as_floats(results[0]),
@@ -41,26 +53,34 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "fit_seconds": round(fit_seconds, 3),
         "run_dir": str(run_dir),
     }
+    monitor = getattr(checkpoint, "monitor", None) or "val/acc"
+    mode = getattr(checkpoint, "mode", "max")
+    wall_seconds = time.perf_counter() - started
+    metrics |= summarize(epochs, trainer.global_step, fit_seconds, wall_seconds, monitor, mode)
     if trainer.is_global_zero:
+        write_plots(run_dir / "plots", epochs, confusion.matrix)
         write_json(run_dir / "metrics.json", metrics)
         report(run_dir, metrics)
     return metrics
 
 
 def report(run_dir: Path, metrics: dict[str, Any]) -> None:
-    """Log where the run's results are."""
-    test = metrics["test"]
-    log.info(
-        "test accuracy %.4f, loss %.4f",
-        test.get("test/acc", float("nan")),
-        test.get("test/loss", float("nan")),
-    )
+    """Log the summary table and where the run's results are."""
+    log.info("%s", summary_table(metrics, run_dir))
     log.info("run directory:   %s", run_dir)
     log.info("best checkpoint: %s", metrics["best_checkpoint"])
     log.info("metrics:         %s", run_dir / "metrics.json")
+    log.info("plots:           %s", run_dir / "plots")
 
 
-main = command("train")(train)
+def train_and_score(cfg: DictConfig) -> float | None:
+    """Train; return ``cfg.optimized_metric`` (if set) for a sweeper such as Optuna."""
+    metrics = train(cfg)
+    name = cfg.get("optimized_metric")
+    return objective(metrics, name) if name else None
+
+
+main = command("train")(train_and_score)
 
 if __name__ == "__main__":
     main()

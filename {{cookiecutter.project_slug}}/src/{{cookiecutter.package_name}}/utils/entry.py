@@ -26,9 +26,9 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
     def wrap(task: Task) -> Callable[[], None]:
         @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)
         @functools.wraps(task)
-        def main(cfg: DictConfig) -> None:
+        def main(cfg: DictConfig) -> Any:
             try:
-                task(cfg)
+                return task(cfg)  # a sweeper (e.g. Optuna) reads the returned value
             except UserError as error:
                 if os.environ.get(DEBUG_ENV):
                     raise

@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import Any
 
 
+def _file_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give: 0o666 less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it over ``path``.
 
@@ -19,6 +26,9 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     tmp = Path(tmp_name)
     try:
         write(tmp)
+        with tmp.open("rb+") as handle:  # on disk before the rename makes it visible
+            os.fsync(handle.fileno())
+        tmp.chmod(_file_mode())  # mkstemp makes files private (0o600)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

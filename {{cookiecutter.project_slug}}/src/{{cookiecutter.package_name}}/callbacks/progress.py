@@ -1,0 +1,201 @@
+"""Training progress: a live bar in a terminal, a plain line now and then in a log.
+
+Per step the bar only counts and keeps a reference to the loss tensor. Values are read
+from the device (one host sync) at refresh points only, so the bar costs next to nothing
+per step and does not stall an asynchronous GPU.
+"""
+
+import logging
+import time
+from typing import Any
+
+import torch
+from lightning import LightningModule, Trainer
+from lightning.pytorch.callbacks import ProgressBar
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+log = logging.getLogger(__name__)
+
+
+class ProgressDisplay(ProgressBar):
+    """Loss, validation accuracy and steps/s while training, on global rank 0 only.
+
+    Args:
+        refresh_every: read the loss and redraw every this many steps.
+        plain_interval_s: without a terminal, write a progress line at most this often
+            (plus one line per epoch), so CI logs stay short.
+        live: ``True`` for the rich bar, ``False`` for plain lines; ``None`` picks the bar
+            when stdout is a terminal.
+    """
+
+    def __init__(
+        self, refresh_every: int = 20, plain_interval_s: float = 30.0, live: bool | None = None
+    ) -> None:
+        super().__init__()
+        self.refresh_every = max(1, refresh_every)
+        self.plain_interval_s = plain_interval_s
+        self.live = live
+        self._enabled = True
+        self._bar: Progress | None = None
+        self._task: Any = None
+        # Losses since the last line, on the device: a list, folded into a sum every
+        # refresh_every steps so it stays short; read (one sync) only when shown.
+        self._losses: list[torch.Tensor] = []
+        self._loss_sum: torch.Tensor | None = None
+        self._loss_count = 0
+        self._window_start = 0.0
+        self._window_steps = 0
+        self._epoch_start = 0.0
+        self._epoch_steps = 0
+        self._val_seconds = 0.0
+        self._val_start = 0.0
+        self._last_line = 0.0
+        self._last_loss = float("nan")
+
+    # Lightning turns the bar off on ranks other than 0 through these two.
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    @property
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if not self._enabled:
+            return
+        console = Console()
+        live = self.live if self.live is not None else console.is_terminal
+        if live:
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[stats]}"),
+                console=console,
+            )
+            self._bar.start()
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if not self._enabled:
+            return
+        now = time.perf_counter()
+        self._epoch_start = self._window_start = self._last_line = now
+        self._epoch_steps = self._window_steps = 0
+        self._val_seconds = 0.0
+        self._losses.clear()
+        self._loss_sum, self._loss_count = None, 0
+        if self._bar is not None:
+            total = self.total_train_batches
+            self._task = self._bar.add_task(
+                self._epoch_name(trainer),
+                total=total if total != float("inf") else None,
+                stats="",
+            )
+
+    def on_train_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        if not self._enabled:
+            return
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if isinstance(loss, torch.Tensor):
+            self._losses.append(loss.detach())  # no sync: read at the next refresh
+        self._epoch_steps += 1
+        self._window_steps += 1
+        if self._epoch_steps % self.refresh_every:
+            return
+        self._fold_losses()
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self._epoch_steps, stats=self._window(trainer))
+        elif time.perf_counter() - self._last_line >= self.plain_interval_s:
+            log.info(
+                "%s  step %d  %s",
+                self._epoch_name(trainer),
+                trainer.global_step,
+                self._window(trainer),
+            )
+            self._last_line = time.perf_counter()
+
+    def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._val_start = time.perf_counter()
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self._val_seconds += time.perf_counter() - self._val_start
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if not self._enabled:
+            return
+        seconds = time.perf_counter() - self._epoch_start - self._val_seconds
+        self._read_losses()
+        metrics = trainer.callback_metrics
+        parts = [f"loss {self._metric(metrics, 'train/loss', self._last_loss):.4f}"]
+        for name in ("val/loss", "val/acc"):
+            if name in metrics:
+                parts.append(f"{name.replace('/', '_')} {self._metric(metrics, name):.4f}")
+        parts.append(f"{self._epoch_steps / max(seconds, 1e-9):,.0f} steps/s")
+        stats = "  ".join(parts)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self._epoch_steps, stats=stats)
+        else:
+            log.info("%s  %s", self._epoch_name(trainer), stats)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._stop()
+
+    def on_exception(
+        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
+    ) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def _window(self, trainer: Trainer) -> str:
+        """Loss and speed since the last refresh, last epoch's val accuracy; syncs once."""
+        self._read_losses()
+        now = time.perf_counter()
+        rate = self._window_steps / max(now - self._window_start, 1e-9)
+        self._window_start, self._window_steps = now, 0
+        text = f"loss {self._last_loss:.4f}"
+        if "val/acc" in trainer.callback_metrics:
+            text += f"  val_acc {self._metric(trainer.callback_metrics, 'val/acc'):.4f}"
+        return f"{text}  {rate:,.0f} steps/s"
+
+    def _fold_losses(self) -> None:
+        """Add the pending losses to the running sum on the device, without a sync."""
+        if self._losses:
+            total = torch.stack(self._losses).float().sum()
+            self._loss_sum = total if self._loss_sum is None else self._loss_sum + total
+            self._loss_count += len(self._losses)
+            self._losses.clear()
+
+    def _read_losses(self) -> None:
+        """The mean loss since the last read, copied to the host (the one sync)."""
+        self._fold_losses()
+        if self._loss_sum is not None:
+            self._last_loss = (self._loss_sum / self._loss_count).item()
+            self._loss_sum, self._loss_count = None, 0
+
+    @staticmethod
+    def _metric(metrics: dict[str, Any], name: str, default: float = float("nan")) -> float:
+        value = metrics.get(name)
+        return default if value is None else float(value)
+
+    @staticmethod
+    def _epoch_name(trainer: Trainer) -> str:
+        """``epoch 3/14``: counted from 0 like checkpoint names, out of the last epoch."""
+        last = trainer.max_epochs - 1 if trainer.max_epochs and trainer.max_epochs > 0 else "?"
+        return f"epoch {trainer.current_epoch}/{last}"

@@ -1,0 +1,79 @@
+"""PNG plots of a run: loss, accuracy and learning rate per epoch; the confusion matrix.
+
+Figures are drawn with matplotlib's object API on the Agg canvas: no display is needed
+and no global pyplot state is touched.
+"""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from .files import write_atomic
+
+Row = dict[str, float]
+
+# file name -> (title, y label, the metrics drawn as one line each)
+CURVES = {
+    "loss.png": ("Loss", "cross-entropy", ("train/loss", "val/loss")),
+    "accuracy.png": ("Accuracy", "accuracy", ("train/acc", "val/acc")),
+    "learning_rate.png": ("Learning rate", "learning rate", ("lr",)),
+}
+
+
+def write_plots(
+    plot_dir: Path, history: Sequence[Row], confusion: Tensor | None = None
+) -> list[Path]:
+    """Write every plot the data allows; return the files written."""
+    written = []
+    for name, (title, ylabel, metrics) in CURVES.items():
+        if any(metric in row for row in history for metric in metrics):
+            figure = curve_figure(history, title, ylabel, metrics)
+            written.append(save(figure, plot_dir / name))
+    if confusion is not None:
+        written.append(save(confusion_figure(confusion), plot_dir / "confusion_matrix.png"))
+    return written
+
+
+def curve_figure(history: Sequence[Row], title: str, ylabel: str, metrics: Sequence[str]) -> Figure:
+    figure = Figure(figsize=(6, 4), layout="constrained")
+    axes = figure.add_subplot()
+    for metric in metrics:
+        points = [(row["epoch"], row[metric]) for row in history if metric in row]
+        if points:
+            epochs, values = zip(*points, strict=True)
+            axes.plot(epochs, values, marker="o", markersize=3, label=metric)
+    axes.set(title=title, xlabel="epoch", ylabel=ylabel)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return figure
+
+
+def confusion_figure(matrix: Tensor) -> Figure:
+    """Counts of true class (rows) against predicted class (columns), with the numbers."""
+    counts = matrix.cpu().numpy()
+    classes = range(len(counts))
+    figure = Figure(figsize=(6, 5.5), layout="constrained")
+    axes = figure.add_subplot()
+    image = axes.imshow(counts, cmap="Blues")
+    figure.colorbar(image, ax=axes)
+    threshold = counts.max() / 2
+    for row in classes:
+        for col in classes:
+            colour = "white" if counts[row, col] > threshold else "black"
+            axes.text(col, row, int(counts[row, col]), ha="center", va="center", color=colour)
+    accuracy = counts.trace() / max(counts.sum(), 1)
+    axes.set(
+        title=f"Confusion matrix, test split (accuracy {accuracy:.3f})",
+        xlabel="predicted class",
+        ylabel="true class",
+        xticks=list(classes),
+        yticks=list(classes),
+    )
+    return figure
+
+
+def save(figure: Figure, path: Path) -> Path:
+    write_atomic(path, lambda tmp: figure.savefig(tmp, format="png", dpi=100))
+    return path

@@ -1,0 +1,112 @@
+"""The end-of-run summary: best and final metrics, speed and memory, as data and a table."""
+
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Group
+from rich.table import Table
+
+from .console import as_text
+from .errors import UserError
+
+Row = dict[str, float]
+
+
+def best_row(history: list[Row], monitor: str = "val/acc", mode: str = "max") -> Row | None:
+    """The epoch whose ``monitor`` value is best (the first one on ties)."""
+    scored = [row for row in history if monitor in row]
+    if not scored:
+        return None
+    pick = max if mode == "max" else min
+    return pick(scored, key=lambda row: row[monitor])
+
+
+def peak_memory_mb() -> dict[str, float | None]:
+    """Peak resident host memory of this process and peak CUDA memory allocated by torch."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_bytes = rss if sys.platform == "darwin" else rss * 1024  # Linux reports KiB
+    cuda = torch.cuda.max_memory_allocated() if torch.cuda.is_initialized() else None
+    return {
+        "host": round(rss_bytes / 2**20, 1),
+        "cuda": None if cuda is None else round(cuda / 2**20, 1),
+    }
+
+
+def summarize(
+    history: list[Row],
+    steps: int,
+    fit_seconds: float,
+    wall_seconds: float,
+    monitor: str = "val/acc",
+    mode: str = "max",
+) -> dict[str, Any]:
+    """What metrics.json adds to the test results: best and final epoch, speed, memory."""
+    return {
+        "monitor": monitor,
+        "best": best_row(history, monitor, mode),
+        "final": history[-1] if history else None,
+        "wall_seconds": round(wall_seconds, 3),
+        "steps_per_second": round(steps / fit_seconds, 1) if fit_seconds > 0 else None,
+        "peak_memory_mb": peak_memory_mb(),
+    }
+
+
+def objective(metrics: dict[str, Any], name: str) -> float:
+    """The value a sweep optimises: ``name`` at the best epoch, else among the test results."""
+    for section in ("best", "test"):
+        if name in (metrics.get(section) or {}):
+            return float(metrics[section][name])
+    known = sorted({*(metrics.get("best") or {}), *metrics["test"]} - {"epoch"})
+    raise UserError(f"optimized_metric={name} is not a logged metric; use one of {known}")
+
+
+def summary_table(metrics: dict[str, Any], run_dir: Path) -> str:
+    """The summary as a plain-text table for the console and the log."""
+    best, final = metrics.get("best") or {}, metrics.get("final") or {}
+    table = Table(title="run summary", title_justify="left")
+    table.add_column("metric")
+    table.add_column(f"best (epoch {best['epoch']:.0f})" if best else "best", justify="right")
+    table.add_column(f"final (epoch {final['epoch']:.0f})" if final else "final", justify="right")
+    names = sorted({*best, *final} - {"epoch"}, key=_metric_order)
+    for name in names:
+        table.add_row(name, _number(best.get(name)), _number(final.get(name)))
+    for name, value in sorted(metrics["test"].items()):
+        table.add_row(f"{name} (best checkpoint)", _number(value), "")
+
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    checkpoint = metrics.get("best_checkpoint")
+    facts.add_row("best checkpoint", _relative(checkpoint, run_dir) if checkpoint else "none")
+    facts.add_row("epochs / steps", f"{metrics['epochs']} / {metrics['steps']}")
+    facts.add_row(
+        "wall time", f"{metrics['wall_seconds']:.1f} s (fit {metrics['fit_seconds']:.1f} s)"
+    )
+    facts.add_row("steps/s", _number(metrics.get("steps_per_second"), ",.1f"))
+    memory = metrics["peak_memory_mb"]
+    peak = f"host {memory['host']:,.0f} MiB"
+    if memory.get("cuda") is not None:
+        peak += f", cuda {memory['cuda']:,.0f} MiB"
+    facts.add_row("peak memory", peak)
+    return as_text(Group(table, facts))
+
+
+def _metric_order(name: str) -> tuple[int, str]:
+    stages = ("lr", "train/", "val/")
+    return next((i for i, stage in enumerate(stages) if name.startswith(stage)), 3), name
+
+
+def _number(value: float | None, spec: str = ".4f") -> str:
+    if value is None:
+        return "-"
+    return format(value, ".3g" if 0 < abs(value) < 1e-3 else spec)
+
+
+def _relative(path: str, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return path
