@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra.utils import get_class, instantiate
-from lightning import LightningModule
 from omegaconf import DictConfig
 
-from .utils.checkpoint import load_checkpoint
+from .utils.checkpoint import load_checkpoint, restore_model
 from .utils.entry import command
 from .utils.errors import UserError
 from .utils.files import write_json
@@ -20,27 +19,12 @@ from .utils.run import as_floats, build_trainer, prepare_run
 log = logging.getLogger(__name__)
 
 
-def restore_model(cfg: DictConfig, checkpoint: dict[str, Any], path: str) -> LightningModule:
-    """Rebuild the model from the checkpoint's own hyperparameters and load its weights."""
-    model_class = get_class(cfg.model._target_)
-    try:
-        model = model_class(**checkpoint["hyper_parameters"])
-        model.load_state_dict(checkpoint["state_dict"])
-    except (KeyError, TypeError, RuntimeError) as error:
-        first = str(error).strip().splitlines()[0]
-        raise UserError(
-            f"checkpoint '{path}' does not fit model {cfg.model._target_} ({first}); "
-            "pass a checkpoint trained with this model"
-        ) from error
-    return model
-
-
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Test ``cfg.ckpt_path`` with the data split the checkpoint was trained on."""
     if not cfg.get("ckpt_path"):
         raise UserError("ckpt_path is not set; run e.g. `eval ckpt_path=path/to/last.ckpt`")
     checkpoint = load_checkpoint(cfg.ckpt_path)
-    model = restore_model(cfg, checkpoint, cfg.ckpt_path)
+    model = restore_model(get_class(cfg.model._target_), checkpoint, cfg.ckpt_path)
     run_dir = prepare_run(cfg)
     # The training run's data settings (seed, fractions) fix which rows are the test split.
     data_args = checkpoint.get("datamodule_hyper_parameters", {})

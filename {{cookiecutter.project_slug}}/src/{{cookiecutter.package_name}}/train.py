@@ -2,6 +2,8 @@
 
 python -m <package>.train                       # defaults from configs/train.yaml
 python -m <package>.train model=mlp trainer.max_epochs=5 seed=1
+python -m <package>.train ckpt_path=last        # resume the newest run of this task
+python -m <package>.train init_from=path/to.ckpt model.optimizer.lr=0.0003   # fine-tune
 """
 
 import logging
@@ -9,10 +11,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import instantiate
+from lightning import LightningModule
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.seed import isolate_rng
 from omegaconf import DictConfig
 
+from .utils.checkpoint import load_checkpoint, load_weights
 from .utils.entry import command
+from .utils.errors import UserError
 from .utils.files import write_json
+from .utils.resume import resume_path
 from .utils.run import as_floats, build_parts, build_trainer, prepare_run
 
 log = logging.getLogger(__name__)
@@ -20,12 +29,32 @@ log = logging.getLogger(__name__)
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
+    ckpt_path = resume_path(cfg)
+    if ckpt_path is not None:
+        if cfg.get("init_from"):
+            raise UserError(
+                "ckpt_path and init_from are both set; ckpt_path resumes a run, init_from "
+                "starts a new one from its weights: set only one"
+            )
+        check_fits(cfg, ckpt_path)  # before anything in the run directory is written
+    init_from = load_checkpoint(cfg.init_from) if cfg.get("init_from") else None
     run_dir = prepare_run(cfg)
     datamodule, model = build_parts(cfg)
+    if init_from is not None:
+        initialise(model, init_from, cfg.init_from, strict=cfg.get("init_strict", True))
     trainer = build_trainer(cfg)
 
     started = time.perf_counter()
-    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    try:
+        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+    except SIGTERMException:
+        log.warning(
+            "stopped by SIGTERM after step %d; saved %s/checkpoints/last.ckpt; continue "
+            "with ckpt_path=last",
+            trainer.global_step,
+            run_dir,
+        )
+        return {"stopped": "SIGTERM", "steps": trainer.global_step, "run_dir": str(run_dir)}
     fit_seconds = time.perf_counter() - started
 
     checkpoint = trainer.checkpoint_callback
@@ -45,6 +74,22 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         write_json(run_dir / "metrics.json", metrics)
         report(run_dir, metrics)
     return metrics
+
+
+def check_fits(cfg: DictConfig, path: Path) -> None:
+    """Fail early, with one line, if ``path`` is unreadable or not of this model's shape."""
+    checkpoint = load_checkpoint(path)
+    with isolate_rng():  # a throwaway model must not shift the seeded run
+        load_weights(instantiate(cfg.model, _recursive_=False), checkpoint, path)
+
+
+def initialise(model: LightningModule, checkpoint: dict[str, Any], path: str, strict: bool) -> None:
+    """Start from a checkpoint's weights only (fine-tuning); optimizer and counters are new."""
+    unfit = load_weights(model, checkpoint, path, strict=strict)
+    log.info("initialised weights from %s", path)
+    for kind, keys in unfit.items():
+        if keys:
+            log.warning("init_from: %d %s keys left as initialised: %s", len(keys), kind, keys)
 
 
 def report(run_dir: Path, metrics: dict[str, Any]) -> None:

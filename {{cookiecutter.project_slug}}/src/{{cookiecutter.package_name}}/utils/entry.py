@@ -8,10 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from .config import config_dir
 from .errors import UserError
+from .resume import run_dir
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,9 @@ DEBUG_ENV = "TRACEBACK"  # TRACEBACK=1 shows the full traceback of a user error
 
 def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
     """Turn ``task(cfg)`` into a console entry point reading ``configs/<config_name>.yaml``."""
+
+    # hydra.run.dir of train.yaml asks this where a resumed run continues.
+    OmegaConf.register_new_resolver("run_dir", run_dir, replace=True)
 
     def wrap(task: Task) -> Callable[[], None]:
         @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)
