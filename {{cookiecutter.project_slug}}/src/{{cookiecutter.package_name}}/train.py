@@ -30,18 +30,22 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
     ckpt_path = resume_path(cfg)
+    if ckpt_path is not None and cfg.get("init_from"):
+        raise UserError(
+            "ckpt_path and init_from are both set; ckpt_path resumes a run, init_from "
+            "starts a new one from its weights: set only one"
+        )
+    # Check checkpoints before anything in the run directory is written.
     if ckpt_path is not None:
-        if cfg.get("init_from"):
-            raise UserError(
-                "ckpt_path and init_from are both set; ckpt_path resumes a run, init_from "
-                "starts a new one from its weights: set only one"
-            )
-        check_fits(cfg, ckpt_path)  # before anything in the run directory is written
+        check_fits(cfg, load_checkpoint(ckpt_path), ckpt_path)
     init_from = load_checkpoint(cfg.init_from) if cfg.get("init_from") else None
+    strict = cfg.get("init_strict", True)
+    if init_from is not None and strict:
+        check_fits(cfg, init_from, cfg.init_from)
     run_dir = prepare_run(cfg)
     datamodule, model = build_parts(cfg)
     if init_from is not None:
-        initialise(model, init_from, cfg.init_from, strict=cfg.get("init_strict", True))
+        initialise(model, init_from, cfg.init_from, strict=strict)
     trainer = build_trainer(cfg)
 
     started = time.perf_counter()
@@ -76,9 +80,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-def check_fits(cfg: DictConfig, path: Path) -> None:
-    """Fail early, with one line, if ``path`` is unreadable or not of this model's shape."""
-    checkpoint = load_checkpoint(path)
+def check_fits(cfg: DictConfig, checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Raise a UserError if the checkpoint's weights do not fit the configured model."""
     with isolate_rng():  # a throwaway model must not shift the seeded run
         load_weights(instantiate(cfg.model, _recursive_=False), checkpoint, path)
 

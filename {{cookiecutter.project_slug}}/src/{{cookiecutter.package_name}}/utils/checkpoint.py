@@ -31,12 +31,17 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint '{path}' does not exist; pass an existing .ckpt file")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a cut one is not
+        raise UserError(
+            f"checkpoint '{path}' is not a readable PyTorch checkpoint (truncated or corrupt: "
+            "not a complete torch.save archive); use another checkpoint or retrain"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         raise UserError(
             f"checkpoint '{path}' holds objects other than tensors and plain containers "
-            f"and was refused for safety ({_first_line(error)}); load only checkpoints "
+            f"and was refused for safety ({_unsafe_reason(error)}); load only checkpoints "
             "written by this project"
         ) from error
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as error:
@@ -119,6 +124,13 @@ def _describe(missing: list[str], unexpected: list[str], mismatched: list[str]) 
             more = f" and {len(keys) - LISTED_KEYS} more" if len(keys) > LISTED_KEYS else ""
             parts.append(f"{label}: {shown}{more}")
     return "; ".join(parts)
+
+
+def _unsafe_reason(error: BaseException) -> str:
+    """The line of torch's weights-only error that names the refused object."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    named = [line for line in lines if "Unsupported global" in line]
+    return (named or [_first_line(error)])[0].rstrip(".")
 
 
 def _first_line(error: BaseException) -> str:
