@@ -27,7 +27,7 @@ BASE = [
 ]
 
 
-class Crash(Exception):
+class CrashError(Exception):
     """Stands in for a crash: raised after a given training step."""
 
 
@@ -37,7 +37,7 @@ class CrashAfter(Callback):
 
     def on_train_batch_end(self, trainer: Trainer, *args: Any) -> None:
         if trainer.global_step == self.step:
-            raise Crash(f"crashed after step {self.step}")
+            raise CrashError(f"crashed after step {self.step}")
 
 
 def run(run_dir: Path, *overrides: str) -> None:
@@ -52,6 +52,7 @@ def final_state(run_dir: Path) -> dict[str, torch.Tensor]:
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     """One uninterrupted run per num_workers value, built on first use."""
+
     class Runs(dict):
         def __missing__(self, workers: int) -> Path:
             run_dir = tmp_path_factory.mktemp(f"uninterrupted_{workers}")
@@ -67,7 +68,10 @@ def assert_same_run(resumed: Path, reference: Path) -> None:
     assert expected.keys() == actual.keys()
     for key, tensor in expected.items():
         assert torch.equal(actual[key], tensor), key
-    losses, resumed_losses = step_losses(reference / "losses.txt"), step_losses(resumed / "losses.txt")
+    losses, resumed_losses = (
+        step_losses(reference / "losses.txt"),
+        step_losses(resumed / "losses.txt"),
+    )
     assert len(losses) == STEPS_PER_EPOCH * EPOCHS
     assert resumed_losses == losses
 
@@ -90,7 +94,7 @@ def test_resume_mid_epoch_from_step_checkpoint_is_exact(
     workers: int, uninterrupted: dict[int, Path], tmp_path: Path
 ) -> None:
     crash = ["+callbacks.crash._target_=test_resume.CrashAfter", "+callbacks.crash.step=35"]
-    with pytest.raises(Crash):
+    with pytest.raises(CrashError):
         run(tmp_path, f"data.num_workers={workers}", *crash)
     checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
     assert checkpoint["global_step"] == 30  # the last periodic checkpoint: epoch 1, batch 10
@@ -107,7 +111,7 @@ def test_without_exact_resume_a_mid_epoch_resume_differs(
     """The control: the callback is what makes the resumed run exact."""
     off = ["callbacks.exact_resume=null"]
     crash = ["+callbacks.crash._target_=test_resume.CrashAfter", "+callbacks.crash.step=35"]
-    with pytest.raises(Crash):
+    with pytest.raises(CrashError):
         run(tmp_path, "data.num_workers=0", *off, *crash)
     run(tmp_path, "data.num_workers=0", *off, f"ckpt_path={tmp_path}/checkpoints/last.ckpt")
     with pytest.raises(AssertionError):

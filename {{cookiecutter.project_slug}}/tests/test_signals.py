@@ -14,8 +14,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from support import CONFIG_DIR, PACKAGE, QUICK, ROOT, compose_config, loss_logging, module
-from support import run_cli, step_losses
+from support import (
+    CONFIG_DIR,
+    PACKAGE,
+    QUICK,
+    ROOT,
+    compose_config,
+    loss_logging,
+    module,
+    run_cli,
+    step_losses,
+)
 
 EVERY = 5  # periodic checkpoint cadence, in steps
 ARGS = [
@@ -135,7 +144,8 @@ def test_kill_mid_write_leaves_the_previous_checkpoint_intact(tmp_path: Path) ->
     process = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, PACKAGE, str(path)], env=env)
     deadline = time.monotonic() + 120
     while not any(p.name.endswith(".tmp") and p.stat().st_size > 0 for p in tmp_path.iterdir()):
-        assert process.poll() is None and time.monotonic() < deadline, "writer never started"
+        assert process.poll() is None, "the writer ended before it was killed"
+        assert time.monotonic() < deadline, "the writer never started writing"
         time.sleep(0.001)
     process.kill()
     process.wait()

@@ -74,8 +74,12 @@ def check_versions() -> Iterator[Check]:
         elif installed.split("+")[0] == want:
             yield Check(label, "ok", f"{installed} (pinned {want})")
         else:
-            yield Check(label, "fail", f"{installed}, pinned {want}",
-                        f"pip install {dist_name}=={want} (or make setup)")
+            yield Check(
+                label,
+                "fail",
+                f"{installed}, pinned {want}",
+                f"pip install {dist_name}=={want} (or make setup)",
+            )
 
 
 def devices() -> list[str]:
@@ -88,9 +92,15 @@ def devices() -> list[str]:
 def describe(device: str) -> str:
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(device)
-        return (f"{props.name}, capability {props.major}.{props.minor}, "
-                f"{props.total_memory / 2**30:.1f} GiB")
-    return "Apple GPU" if device == "mps" else f"{os.cpu_count()} cores, torch threads {torch.get_num_threads()}"
+        return (
+            f"{props.name}, capability {props.major}.{props.minor}, "
+            f"{props.total_memory / 2**30:.1f} GiB"
+        )
+    return (
+        "Apple GPU"
+        if device == "mps"
+        else f"{os.cpu_count()} cores, torch threads {torch.get_num_threads()}"
+    )
 
 
 def matmul_backward(device: str, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -109,19 +119,30 @@ def matmul_backward(device: str, dtype: torch.dtype | None = None) -> torch.Tens
 
 def check_devices() -> Iterator[Check]:
     if torch.version.cuda is None and not torch.cuda.is_available() and gpu_present():
-        yield Check("cuda", "fail", f"an NVIDIA GPU is present but torch {torch.__version__} is a CPU-only build",
-                    CUDA_FIX.format(version=torch.__version__.split("+")[0]))
+        yield Check(
+            "cuda",
+            "fail",
+            f"an NVIDIA GPU is present but torch {torch.__version__} is a CPU-only build",
+            CUDA_FIX.format(version=torch.__version__.split("+")[0]),
+        )
     expected = matmul_backward("cpu")
     for device in devices():
         try:
             got = matmul_backward(device)
             close = torch.allclose(got, expected, rtol=1e-2, atol=1e-2)
-            yield Check(f"device {device}", "ok" if close else "fail",
-                        f"{describe(device)}; matmul+backward {'matches' if close else 'differs from'} CPU",
-                        "" if close else "update the driver or reinstall torch")
+            yield Check(
+                f"device {device}",
+                "ok" if close else "fail",
+                f"{describe(device)}; matmul+backward {'matches' if close else 'differs from'} CPU",
+                "" if close else "update the driver or reinstall torch",
+            )
         except Exception as error:  # any failure here is the finding
-            yield Check(f"device {device}", "fail", f"{type(error).__name__}: {first_line(error)}",
-                        "update the driver or reinstall torch")
+            yield Check(
+                f"device {device}",
+                "fail",
+                f"{type(error).__name__}: {first_line(error)}",
+                "update the driver or reinstall torch",
+            )
             continue
         yield check_precisions(device, expected)
 
@@ -148,7 +169,12 @@ def gpu_present() -> bool:
 
 def check_distributed() -> Iterator[Check]:
     if not dist.is_available():
-        yield Check("distributed", "fail", "torch.distributed is not available", "install an official torch build")
+        yield Check(
+            "distributed",
+            "fail",
+            "torch.distributed is not available",
+            "install an official torch build",
+        )
         return
     yield one_process_group("gloo", "cpu")
     if torch.cuda.is_available():
@@ -166,8 +192,12 @@ def one_process_group(backend: str, device: str) -> Check:
             dist.destroy_process_group()
             return Check(f"backend {backend}", "ok", f"all_reduce on {device} works")
         except Exception as error:  # the failure is the finding
-            return Check(f"backend {backend}", "fail", first_line(error),
-                         f"multi-{device.split(':')[0]} training needs {backend}; reinstall torch")
+            return Check(
+                f"backend {backend}",
+                "fail",
+                first_line(error),
+                f"multi-{device.split(':')[0]} training needs {backend}; reinstall torch",
+            )
 
 
 class RandomRows(Dataset[torch.Tensor]):
@@ -184,8 +214,13 @@ def seeded_batches() -> list[torch.Tensor]:
     seed_everything(0, workers=True, verbose=False)
     from lightning.fabric.utilities.seed import pl_worker_init_function
 
-    loader = DataLoader(RandomRows(), batch_size=4, num_workers=2, worker_init_fn=pl_worker_init_function,
-                        generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(
+        RandomRows(),
+        batch_size=4,
+        num_workers=2,
+        worker_init_fn=pl_worker_init_function,
+        generator=torch.Generator().manual_seed(0),
+    )
     return list(loader)
 
 
@@ -195,30 +230,51 @@ def check_seeds() -> Iterator[Check]:
         return torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random()
 
     same = draws() == draws()
-    yield Check("seeded draws", "ok" if same else "fail", "torch, numpy and random repeat with a seed",
-                "" if same else "something reseeds the global RNGs; check imported plugins")
+    yield Check(
+        "seeded draws",
+        "ok" if same else "fail",
+        "torch, numpy and random repeat with a seed",
+        "" if same else "something reseeds the global RNGs; check imported plugins",
+    )
     try:
         first, second = seeded_batches(), seeded_batches()
         same = all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
-        yield Check("seeded DataLoader", "ok" if same else "fail",
-                    "2 workers yield the same batches twice" if same else "2 workers gave other batches",
-                    "" if same else "pass a seeded generator and worker_init_fn to DataLoader")
+        yield Check(
+            "seeded DataLoader",
+            "ok" if same else "fail",
+            "2 workers yield the same batches twice" if same else "2 workers gave other batches",
+            "" if same else "pass a seeded generator and worker_init_fn to DataLoader",
+        )
     except Exception as error:  # e.g. no shared memory for workers
-        yield Check("seeded DataLoader", "fail", first_line(error),
-                    "worker processes cannot start: use data.num_workers=0 or give the container more /dev/shm")
+        yield Check(
+            "seeded DataLoader",
+            "fail",
+            first_line(error),
+            "worker processes cannot start: use data.num_workers=0, or give the container "
+            "more /dev/shm",
+        )
     previous = torch.are_deterministic_algorithms_enabled()
     try:
         torch.use_deterministic_algorithms(True)
         matmul_backward(devices()[0])
         yield Check("deterministic algorithms", "ok", "can be switched on")
     except Exception as error:
-        yield Check("deterministic algorithms", "fail", first_line(error),
-                    "set CUBLAS_WORKSPACE_CONFIG=:4096:8 for deterministic CUDA matmuls")
+        yield Check(
+            "deterministic algorithms",
+            "fail",
+            first_line(error),
+            "set CUBLAS_WORKSPACE_CONFIG=:4096:8 for deterministic CUDA matmuls",
+        )
     finally:
         torch.use_deterministic_algorithms(previous)
 
 
-CHECKS: list[Callable[[], Iterator[Check]]] = [check_versions, check_devices, check_distributed, check_seeds]
+CHECKS: list[Callable[[], Iterator[Check]]] = [
+    check_versions,
+    check_devices,
+    check_distributed,
+    check_seeds,
+]
 
 
 def run_checks() -> list[Check]:

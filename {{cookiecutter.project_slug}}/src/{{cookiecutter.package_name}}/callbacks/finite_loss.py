@@ -23,7 +23,9 @@ class FiniteLoss(Callback):
     ) -> None:
         self._batch_idx = batch_idx
 
-    def on_before_backward(self, trainer: Trainer, pl_module: LightningModule, loss: Tensor) -> None:
+    def on_before_backward(
+        self, trainer: Trainer, pl_module: LightningModule, loss: Tensor
+    ) -> None:
         if not torch.isfinite(loss).all():
             raise UserError(
                 f"training loss is {loss.item()} at step {trainer.global_step} (epoch "

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import config_dir
 from .errors import UserError
+from .hints import nearest_names
 from .resume import run_dir
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,25 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
                 log.error("error: %s", error)
                 sys.exit(1)
 
-        return main
+        @functools.wraps(task)
+        def main_with_hints() -> None:
+            try:
+                main()
+            except SystemExit as stop:
+                if stop.code not in (0, None):
+                    print_hints(config_name, sys.argv[1:])
+                raise
+
+        return main_with_hints
 
     return wrap
+
+
+def print_hints(config_name: str, overrides: list[str]) -> None:
+    """After Hydra's own error, name the valid keys/options nearest to a mistyped one."""
+    try:
+        hints = nearest_names(config_dir(), config_name, overrides)
+    except Exception:  # hints are a courtesy; never mask the real error
+        return
+    for hint in hints:
+        sys.stderr.write(f"hint: {hint}\n")

@@ -33,9 +33,9 @@ def capture_rng() -> RNGState:
 def restore_rng(state: RNGState) -> None:
     """Put back what :func:`capture_rng` captured."""
     torch.set_rng_state(state["torch"])
-    if len(state["cuda"]) and torch.cuda.is_available():
-        if len(state["cuda"]) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(list(state["cuda"]))
+    cuda = state["cuda"]
+    if len(cuda) and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(list(cuda))
     position, has_gauss = state["numpy_position"].tolist()
     keys = state["numpy_keys"].numpy().astype(np.uint32)
     np.random.set_state(("MT19937", keys, position, has_gauss, state["numpy_gauss"].item()))
