@@ -116,3 +116,15 @@ def test_without_exact_resume_a_mid_epoch_resume_differs(
     run(tmp_path, "data.num_workers=0", *off, f"ckpt_path={tmp_path}/checkpoints/last.ckpt")
     with pytest.raises(AssertionError):
         assert_same_run(tmp_path, uninterrupted[0])
+
+
+@pytest.mark.slow
+def test_resume_after_a_max_steps_stop_mid_epoch_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Lightning counts a max_steps stop as the end of the epoch: say so, do not stay silent."""
+    no_step_checkpoints = "callbacks.step_checkpoint.every_n_train_steps=0"
+    run(tmp_path, "+trainer.max_steps=30", no_step_checkpoints)
+    run(tmp_path, f"ckpt_path={tmp_path}/checkpoints/last.ckpt", no_step_checkpoints)
+    assert "the checkpoint stopped 10 batches into epoch 1" in caplog.text
+    assert "the rest of epoch 1 is skipped" in caplog.text

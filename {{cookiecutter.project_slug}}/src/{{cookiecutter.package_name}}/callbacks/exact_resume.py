@@ -5,6 +5,7 @@ random number generators (dropout draws from them) nor how far through its epoch
 sampler got. This callback adds both.
 """
 
+import logging
 from typing import Any
 
 from lightning import Callback, LightningModule, Trainer
@@ -12,6 +13,8 @@ from lightning import Callback, LightningModule, Trainer
 from ..utils.rng import RNGState, capture_rng, restore_rng
 
 CHECKPOINT_KEY = "rng_states"
+
+log = logging.getLogger(__name__)
 
 
 class ExactResume(Callback):
@@ -46,3 +49,24 @@ class ExactResume(Callback):
         if self._rng_to_restore is not None:
             restore_rng(self._rng_to_restore)
             self._rng_to_restore = None
+        warn_if_epoch_is_cut_short(trainer)
+
+
+def warn_if_epoch_is_cut_short(trainer: Trainer) -> None:
+    """Say so when Lightning resumes past an epoch the checkpoint had not finished.
+
+    That happens after a ``trainer.max_steps`` stop in the middle of an epoch: Lightning
+    counts the epoch as done and starts the next, so the rest of it is never trained on.
+    """
+    sampler = getattr(trainer.train_dataloader, "sampler", None)
+    skip, epoch = getattr(sampler, "skip", 0), getattr(sampler, "epoch", 0)
+    if skip and epoch < trainer.current_epoch:
+        log.warning(
+            "the checkpoint stopped %d batches into epoch %d (a trainer.max_steps stop?); "
+            "Lightning resumes at epoch %d, so the rest of epoch %d is skipped. For an "
+            "exact continuation stop on max_epochs, or resume from a step checkpoint",
+            skip,
+            epoch,
+            trainer.current_epoch,
+            epoch,
+        )
