@@ -94,6 +94,17 @@ def test_init_from_strict_and_not(trained: dict[str, Any], tmp_path: Path) -> No
         assert torch.equal(same.state_dict()[key], tensor)
 
 
+def test_init_from_not_strict_trains_and_lists_the_keys_left_out(
+    trained: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cnn = trained["run_dir"] / "checkpoints" / "last.ckpt"
+    overrides = ["model=mlp", "debug=fast_dev_run", "callbacks.progress_bar=null"]
+    cfg = compose_config(tmp_path, [*overrides, f"init_from={cnn}", "init_strict=false"])
+    assert train.train(cfg)["steps"] == 1
+    assert "init_from: 6 missing keys left as initialised: ['net.layers" in caplog.text
+    assert "unexpected keys left as initialised: ['net." in caplog.text
+
+
 def test_non_finite_loss_stops_with_step_batch_and_hint(tmp_path: Path) -> None:
     cfg = compose_config(
         tmp_path,

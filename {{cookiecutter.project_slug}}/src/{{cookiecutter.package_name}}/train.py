@@ -29,34 +29,21 @@ log = logging.getLogger(__name__)
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
-    ckpt_path = resume_path(cfg)
-    if ckpt_path is not None and cfg.get("init_from"):
-        raise UserError(
-            "ckpt_path and init_from are both set; ckpt_path resumes a run, init_from "
-            "starts a new one from its weights: set only one"
-        )
-    # Check checkpoints before anything in the run directory is written.
-    if ckpt_path is not None:
-        check_fits(cfg, load_checkpoint(ckpt_path), ckpt_path)
-    init_from = load_checkpoint(cfg.init_from) if cfg.get("init_from") else None
-    strict = cfg.get("init_strict", True)
-    if init_from is not None and strict:
-        check_fits(cfg, init_from, cfg.init_from)
+    ckpt_path, init_from = starting_point(cfg)  # checked before anything is written
     run_dir = prepare_run(cfg)
     datamodule, model = build_parts(cfg)
     if init_from is not None:
-        initialise(model, init_from, cfg.init_from, strict=strict)
+        initialise(model, init_from, cfg.init_from, strict=cfg.init_strict)
     trainer = build_trainer(cfg)
 
     started = time.perf_counter()
     try:
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
-    except SIGTERMException:
+    except SIGTERMException:  # pre-empted: last.ckpt was saved, ckpt_path=last continues
         log.warning(
-            "stopped by SIGTERM after step %d; saved %s/checkpoints/last.ckpt; continue "
-            "with ckpt_path=last",
+            "stopped by SIGTERM after step %d; saved %s; continue with ckpt_path=last",
             trainer.global_step,
-            run_dir,
+            run_dir / "checkpoints" / "last.ckpt",
         )
         return {"stopped": "SIGTERM", "steps": trainer.global_step, "run_dir": str(run_dir)}
     fit_seconds = time.perf_counter() - started
@@ -78,6 +65,28 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         write_json(run_dir / "metrics.json", metrics)
         report(run_dir, metrics)
     return metrics
+
+
+def starting_point(cfg: DictConfig) -> tuple[Path | None, dict[str, Any] | None]:
+    """The checkpoint to resume from and the one to take initial weights from, if any.
+
+    Both are loaded and checked against the configured model here, so a bad file stops
+    the run with one line before its run directory is touched.
+    """
+    ckpt_path = resume_path(cfg)
+    if ckpt_path is not None and cfg.get("init_from"):
+        raise UserError(
+            "ckpt_path and init_from are both set; ckpt_path resumes a run, init_from "
+            "starts a new one from its weights: set only one"
+        )
+    if ckpt_path is not None:
+        check_fits(cfg, load_checkpoint(ckpt_path), ckpt_path)
+    if not cfg.get("init_from"):
+        return ckpt_path, None
+    init_from = load_checkpoint(cfg.init_from)
+    if cfg.init_strict:
+        check_fits(cfg, init_from, cfg.init_from)
+    return None, init_from
 
 
 def check_fits(cfg: DictConfig, checkpoint: dict[str, Any], path: str | Path) -> None:
