@@ -20,13 +20,14 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from lightning import seed_everything
+from lightning.fabric.utilities.seed import pl_worker_init_function
 from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
 
 from .utils.config import config_dir
 
-PINNED = {"python": None, "torch": "torch", "lightning": "lightning", "hydra": "hydra-core"}
+PINNED = {"torch": "torch", "lightning": "lightning", "hydra": "hydra-core"}  # label: dist
 CUDA_FIX = (
     "install a CUDA build: pip install --force-reinstall torch=={version} --index-url "
     "https://download.pytorch.org/whl/cu128 (pick the cuXXX your driver supports, see nvidia-smi)"
@@ -55,6 +56,7 @@ def pins() -> dict[str, str]:
 
 
 def check_versions() -> Iterator[Check]:
+    """Python against .python-version; torch, lightning, hydra against requirements.txt."""
     pinned = pins()
     python = ".".join(map(str, sys.version_info[:3]))
     version_file = config_dir().parent / ".python-version"
@@ -66,7 +68,7 @@ def check_versions() -> Iterator[Check]:
         f"{python} (project: {wanted})",
         "" if ok else f"use Python {wanted} or newer",
     )
-    for label, dist_name in list(PINNED.items())[1:]:
+    for label, dist_name in PINNED.items():
         installed = metadata.version(dist_name)
         want = pinned.get(dist_name)
         if want is None:
@@ -118,6 +120,7 @@ def matmul_backward(device: str, dtype: torch.dtype | None = None) -> torch.Tens
 
 
 def check_devices() -> Iterator[Check]:
+    """Each device computes a matmul and its backward pass; the result must match the CPU's."""
     if torch.version.cuda is None and not torch.cuda.is_available() and gpu_present():
         yield Check(
             "cuda",
@@ -212,8 +215,6 @@ class RandomRows(Dataset[torch.Tensor]):
 
 def seeded_batches() -> list[torch.Tensor]:
     seed_everything(0, workers=True, verbose=False)
-    from lightning.fabric.utilities.seed import pl_worker_init_function
-
     loader = DataLoader(
         RandomRows(),
         batch_size=4,
@@ -225,6 +226,7 @@ def seeded_batches() -> list[torch.Tensor]:
 
 
 def check_seeds() -> Iterator[Check]:
+    """Seeded draws and a seeded 2-worker DataLoader repeat; deterministic mode switches on."""
     def draws() -> tuple[list[float], list[float], float]:
         seed_everything(0, verbose=False)
         return torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random()
