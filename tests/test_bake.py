@@ -55,6 +55,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/utils/__init__.py",
     "src/digits_classifier/utils/checkpoint.py",
     "src/digits_classifier/utils/config.py",
+    "src/digits_classifier/utils/csv_logger.py",
     "src/digits_classifier/utils/entry.py",
     "src/digits_classifier/utils/errors.py",
     "src/digits_classifier/utils/files.py",

@@ -4,6 +4,7 @@ Both continue with ``ckpt_path=last`` in the same run directory and end bitwise 
 an uninterrupted run.
 """
 
+import csv
 import os
 import signal
 import subprocess
@@ -108,6 +109,11 @@ def test_sigterm_saves_a_checkpoint_exits_cleanly_and_resumes_exactly(
     log = (run_dir / "train.log").read_text()
     assert log.index("stopped by SIGTERM") < log.index("test accuracy")  # one log, continued
     assert (run_dir / "metrics.json").is_file()
+    with (run_dir / "csv" / "metrics.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    epochs_validated = [int(r["epoch"]) for r in rows if r.get("val/acc")]
+    assert epochs_validated == [0, 1, 2]  # epoch 0 from before the signal, kept
+    assert any(r.get("test/acc") for r in rows)
 
 
 @pytest.mark.slow

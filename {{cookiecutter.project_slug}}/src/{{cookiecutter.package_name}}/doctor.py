@@ -227,6 +227,7 @@ def seeded_batches() -> list[torch.Tensor]:
 
 def check_seeds() -> Iterator[Check]:
     """Seeded draws and a seeded 2-worker DataLoader repeat; deterministic mode switches on."""
+
     def draws() -> tuple[list[float], list[float], float]:
         seed_everything(0, verbose=False)
         return torch.rand(3).tolist(), np.random.rand(3).tolist(), random.random()
