@@ -148,12 +148,14 @@ def test_ckpt_path_last_picks_the_newest_and_its_run_dir(tmp_path: Path) -> None
     runs = tmp_path / "outputs" / "train" / "runs"
     for name in ("a", "b"):
         (runs / name / "checkpoints").mkdir(parents=True)
-        (runs / name / "checkpoints" / "last.ckpt").write_bytes(b"x")
+        torch.save({"state_dict": {}}, runs / name / "checkpoints" / "last.ckpt")
     os.utime(runs / "a" / "checkpoints" / "last.ckpt", (1, 1))
     assert resume.find_last_checkpoint(runs) == runs / "b" / "checkpoints" / "last.ckpt"
     assert resume.run_dir("last", str(runs / "new")) == str(runs / "b")
     assert resume.run_dir(None, str(runs / "new")) == str(runs / "new")
     assert resume.run_dir(str(runs / "a/checkpoints/last.ckpt"), "new") == str(runs / "a")
+    (runs / "a" / "checkpoints" / "cut.ckpt").write_bytes(b"PK")  # truncated: a fresh run
+    assert resume.run_dir(str(runs / "a/checkpoints/cut.ckpt"), "new") == "new"
     with pytest.raises(UserError, match="ckpt_path=last found no"):
         resume.resume_path(
             compose_config(tmp_path, ["ckpt_path=last", f"paths.log_dir={tmp_path}"])

@@ -5,6 +5,7 @@ A resumed run writes into the run directory its checkpoint came from, so its che
 metrics and logs continue where they stopped.
 """
 
+import zipfile
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -44,7 +45,8 @@ def run_dir(ckpt_path: str | None, fresh_dir: str) -> str:
     """Hydra resolver for ``hydra.run.dir``: the resumed run's directory, else ``fresh_dir``.
 
     ``fresh_dir`` is ``<runs_dir>/<time>``; a checkpoint at ``<run>/checkpoints/*.ckpt``
-    resumes in ``<run>``. Anything else (no file, a file elsewhere) starts ``fresh_dir``.
+    resumes in ``<run>``. Anything else (no file, a file elsewhere, a truncated or corrupt
+    file) starts ``fresh_dir``.
     """
     if ckpt_path is None:
         return fresh_dir
@@ -52,6 +54,7 @@ def run_dir(ckpt_path: str | None, fresh_dir: str) -> str:
         path = find_last_checkpoint(Path(fresh_dir).parent)
     else:
         path = Path(ckpt_path)
-    if path is None or not path.is_file() or path.parent.name != "checkpoints":
+    # A broken file gets a fresh directory, so the run it came from is left untouched.
+    if path is None or path.parent.name != "checkpoints" or not zipfile.is_zipfile(path):
         return fresh_dir
     return str(path.parent.parent)
