@@ -46,7 +46,12 @@ def run(run_dir: Path, *overrides: str) -> None:
 
 
 def final_state(run_dir: Path) -> dict[str, torch.Tensor]:
-    return torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    """Every tensor of the final checkpoint: weights, buffers and the optimizer's moments."""
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    state = dict(checkpoint["state_dict"])
+    for index, moments in checkpoint["optimizer_states"][0]["state"].items():
+        state.update({f"optimizer.{index}.{name}": value for name, value in moments.items()})
+    return state
 
 
 @pytest.fixture(scope="module")
