@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from hydra import compose, initialize_config_dir
+from lightning import Callback, LightningModule, Trainer
 from omegaconf import DictConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +47,7 @@ def run_cli(
     """Run ``python -m <package>.<entry> overrides...`` in a subprocess from ``cwd``."""
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT / "src"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
         "CONFIG_DIR": str(CONFIG_DIR),
         "OMP_NUM_THREADS": "1",
     }
@@ -63,3 +64,32 @@ def run_cli(
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text())
+
+
+class StepLosses(Callback):
+    """Append ``<global step> <loss as float.hex>`` to ``path`` after every training step.
+
+    Add it to a run with ``+callbacks.losses._target_=support.StepLosses
+    +callbacks.losses.path=<file>``; the file is appended to, so a resumed run continues it.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        with self.path.open("a") as handle:
+            handle.write(f"{trainer.global_step} {float(outputs['loss']).hex()}\n")
+
+
+def step_losses(path: Path) -> dict[int, str]:
+    """Step -> loss from a StepLosses file; a step run twice (replayed after a kill) keeps
+    its last value."""
+    pairs = (line.split() for line in path.read_text().splitlines())
+    return {int(step): loss for step, loss in pairs}
+
+
+def loss_logging(path: Path) -> list[str]:
+    """The overrides that add StepLosses writing to ``path``."""
+    return ["+callbacks.losses._target_=support.StepLosses", f"+callbacks.losses.path={path}"]

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 
 from .utils.checkpoint import load_checkpoint, restore_model
@@ -24,7 +24,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.get("ckpt_path"):
         raise UserError("ckpt_path is not set; run e.g. `eval ckpt_path=path/to/last.ckpt`")
     checkpoint = load_checkpoint(cfg.ckpt_path)
-    model = restore_model(cfg, checkpoint, cfg.ckpt_path)
+    model = restore_model(get_class(cfg.model._target_), checkpoint, cfg.ckpt_path)
     run_dir = prepare_run(cfg)
     # The training run's data settings (seed, fractions) fix which rows are the test split.
     data_args = checkpoint.get("datamodule_hyper_parameters", {})

@@ -2,6 +2,8 @@
 
 python -m <package>.train                       # defaults from configs/train.yaml
 python -m <package>.train model=mlp trainer.max_epochs=5 seed=1
+python -m <package>.train ckpt_path=last        # resume the newest run of this task
+python -m <package>.train init_from=path/to.ckpt model.optimizer.lr=0.0003   # fine-tune
 """
 
 import logging
@@ -9,15 +11,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import instantiate
+from lightning import LightningModule
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.seed import isolate_rng
 from omegaconf import DictConfig
 
 from .callbacks.confusion import TestConfusionMatrix
 from .callbacks.history import MetricHistory
+from .utils.checkpoint import load_checkpoint, load_weights
 from .utils.console import log_config
 from .utils.entry import command
+from .utils.errors import UserError
 from .utils.files import write_json
 from .utils.hints import explain_failures
 from .utils.plots import write_plots
+from .utils.resume import resume_path
 from .utils.run import as_floats, build_parts, build_trainer, prepare_run
 from .utils.summary import objective, summarize, summary_table
 
@@ -27,15 +36,26 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
     started = time.perf_counter()
+    ckpt_path, init_from = starting_point(cfg)  # checked before anything is written
     run_dir = prepare_run(cfg)
     log_config(cfg)
     datamodule, model = build_parts(cfg)
+    if init_from is not None:
+        initialise(model, init_from, cfg.init_from, strict=cfg.init_strict)
     history, confusion = MetricHistory(), TestConfusionMatrix(cfg.model.num_classes)
     trainer = build_trainer(cfg, callbacks=[history, confusion])
 
     fit_started = time.perf_counter()
-    with explain_failures(cfg):
-        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    try:
+        with explain_failures(cfg):
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+    except SIGTERMException:  # pre-empted: last.ckpt was saved, ckpt_path=last continues
+        log.warning(
+            "stopped by SIGTERM after step %d; saved %s; continue with ckpt_path=last",
+            trainer.global_step,
+            run_dir / "checkpoints" / "last.ckpt",
+        )
+        return {"stopped": "SIGTERM", "steps": trainer.global_step, "run_dir": str(run_dir)}
     fit_seconds = time.perf_counter() - fit_started
     epochs = list(history.epochs)  # testing a checkpoint restores the history saved in it
 
@@ -62,6 +82,43 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         write_json(run_dir / "metrics.json", metrics)
         report(run_dir, metrics)
     return metrics
+
+
+def starting_point(cfg: DictConfig) -> tuple[Path | None, dict[str, Any] | None]:
+    """The checkpoint to resume from and the one to take initial weights from, if any.
+
+    Both are loaded and checked against the configured model here, so a bad file stops
+    the run with one line before its run directory is touched.
+    """
+    ckpt_path = resume_path(cfg)
+    if ckpt_path is not None and cfg.get("init_from"):
+        raise UserError(
+            "ckpt_path and init_from are both set; ckpt_path resumes a run, init_from "
+            "starts a new one from its weights: set only one"
+        )
+    if ckpt_path is not None:
+        check_fits(cfg, load_checkpoint(ckpt_path), ckpt_path)
+    if not cfg.get("init_from"):
+        return ckpt_path, None
+    init_from = load_checkpoint(cfg.init_from)
+    if cfg.init_strict:
+        check_fits(cfg, init_from, cfg.init_from)
+    return None, init_from
+
+
+def check_fits(cfg: DictConfig, checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Raise a UserError if the checkpoint's weights do not fit the configured model."""
+    with isolate_rng():  # a throwaway model must not shift the seeded run
+        load_weights(instantiate(cfg.model, _recursive_=False), checkpoint, path)
+
+
+def initialise(model: LightningModule, checkpoint: dict[str, Any], path: str, strict: bool) -> None:
+    """Start from a checkpoint's weights only (fine-tuning); optimizer and counters are new."""
+    unfit = load_weights(model, checkpoint, path, strict=strict)
+    log.info("initialised weights from %s", path)
+    for kind, keys in unfit.items():
+        if keys:
+            log.warning("init_from: %d %s keys left as initialised: %s", len(keys), kind, keys)
 
 
 def report(run_dir: Path, metrics: dict[str, Any]) -> None:

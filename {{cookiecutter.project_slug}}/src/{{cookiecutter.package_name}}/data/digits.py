@@ -1,6 +1,7 @@
 """scikit-learn's digits: 1,797 real 8x8 grey images of handwritten 0-9, shipped offline."""
 
 import logging
+from typing import Any
 
 import torch
 from lightning import LightningDataModule
@@ -45,6 +46,8 @@ class DigitsDataModule(LightningDataModule):
         self.splits: dict[str, TensorPairs] = {}
         self.mean = 0.0
         self.std = 1.0
+        self.train_sampler: EpochBatchSampler | None = None
+        self._train_sampler_state: dict[str, int] | None = None  # from a checkpoint
 
     def load_raw(self) -> tuple[Tensor, Tensor]:
         """All images as ``(N, 1, 8, 8)`` float32 in [0, 1] and labels as ``(N,)`` int64."""
@@ -92,6 +95,11 @@ class DigitsDataModule(LightningDataModule):
             rank=trainer.global_rank if trainer else 0,
             world_size=trainer.world_size if trainer else 1,
         )
+        if shuffle:  # the train split: its sampler holds the resume state
+            if self._train_sampler_state is not None:
+                sampler.load_state_dict(self._train_sampler_state)
+                self._train_sampler_state = None
+            self.train_sampler = sampler
         workers = self.hparams.num_workers
         return DataLoader(
             self.splits[split],
@@ -102,11 +110,16 @@ class DigitsDataModule(LightningDataModule):
             generator=torch.Generator().manual_seed(self.hparams.seed),
         )
 
-    def state_dict(self) -> dict[str, float]:
-        return {"mean": self.mean, "std": self.std}
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"mean": self.mean, "std": self.std}
+        if self.train_sampler is not None:
+            state["train_sampler"] = self.train_sampler.state_dict()
+        return state
 
-    def load_state_dict(self, state_dict: dict[str, float]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.mean, self.std = state_dict["mean"], state_dict["std"]
+        # Applied when the train loader is built, before Lightning first iterates it.
+        self._train_sampler_state = state_dict.get("train_sampler")
 
 
 def check_finite(split: str, inputs: Tensor, rows: Tensor) -> None:

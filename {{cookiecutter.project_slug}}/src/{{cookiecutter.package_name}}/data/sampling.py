@@ -2,7 +2,8 @@
 
 The order of every epoch is a pure function of ``(seed, epoch)``, and the sampler
 remembers how many batches of the current epoch were consumed, so a run resumed from a
-checkpoint sees the same batches as one that was never stopped.
+checkpoint sees the same batches as one that was never stopped. It is the single source of
+both the order and the resume state: whatever loader iterates it exposes it as ``.sampler``.
 """
 
 from collections.abc import Iterator
@@ -57,10 +58,21 @@ class EpochBatchSampler(Sampler[Tensor]):
         self.rank = rank
         self.world_size = world_size
         self.epoch = 0
-        self.skip = 0  # batches of the current epoch already consumed (mid-epoch resume)
+        self.skip = 0  # batches of `epoch` to skip on the next pass (mid-epoch resume)
+        self.consumed = 0  # batches of `epoch` the training loop has finished
 
     def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:  # a pending skip belongs to the epoch it was saved in
+            self.skip = self.consumed = 0
         self.epoch = epoch
+
+    def mark_consumed(self, batches: int) -> None:
+        """Record that the training loop has finished ``batches`` batches of this epoch.
+
+        Loaders prefetch ahead of training, so the loop, not this iterator, knows how far
+        training got; the ``ExactResume`` callback calls this after every training step.
+        """
+        self.consumed = batches
 
     def _shard(self) -> Tensor:
         if self.shuffle:
@@ -85,11 +97,16 @@ class EpochBatchSampler(Sampler[Tensor]):
         if self.drop_last and len(batches[-1]) < self.batch_size:
             batches.pop()
         start, self.skip = self.skip, 0
+        self.consumed = start
         yield from batches[start:]
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "skip": self.skip}
+        """Where a resumed run starts: ``epoch`` and the batches of it already consumed."""
+        return {"epoch": self.epoch, "skip": max(self.skip, self.consumed)}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.epoch = int(state["epoch"])
         self.skip = int(state["skip"])
+        self.consumed = 0
+        if self.skip >= len(self):  # saved after the epoch's last batch: start the next one
+            self.epoch, self.skip = self.epoch + 1, 0

@@ -8,6 +8,7 @@ applies that normalisation itself, so a user feeds the same raw inputs the data 
 from typing import Any
 
 import torch
+from hydra.utils import get_class
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
@@ -53,6 +54,6 @@ def from_checkpoint(
     cfg: DictConfig, checkpoint: dict[str, Any], path: str, data_class: type
 ) -> RawInputClassifier:
     """The checkpoint's net with its normalisation baked in, in eval mode on CPU."""
-    model = restore_model(cfg, checkpoint, path)
+    model = restore_model(get_class(cfg.model._target_), checkpoint, path)
     mean, std = normalisation(checkpoint, data_class, path)
     return RawInputClassifier(model.net, mean, std).eval()

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from .config import config_dir
 from .errors import UserError
+from .resume import run_dir
+from .typos import nearest_names
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +24,9 @@ DEBUG_ENV = "TRACEBACK"  # TRACEBACK=1 shows the full traceback of a user error
 
 def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
     """Turn ``task(cfg)`` into a console entry point reading ``configs/<config_name>.yaml``."""
+
+    # hydra.run.dir of train.yaml asks this where a resumed run continues.
+    OmegaConf.register_new_resolver("run_dir", run_dir, replace=True)
 
     def wrap(task: Task) -> Callable[[], None]:
         @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)
@@ -35,6 +40,25 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
                 log.error("error: %s", error)
                 sys.exit(1)
 
-        return main
+        @functools.wraps(task)
+        def main_with_hints() -> None:
+            try:
+                main()
+            except SystemExit as stop:
+                if stop.code not in (0, None):
+                    print_hints(config_name, sys.argv[1:])
+                raise
+
+        return main_with_hints
 
     return wrap
+
+
+def print_hints(config_name: str, overrides: list[str]) -> None:
+    """After Hydra's own error, name the valid keys/options nearest to a mistyped one."""
+    try:
+        hints = nearest_names(config_dir(), config_name, overrides)
+    except Exception:  # hints are a courtesy; never mask the real error
+        return
+    for hint in hints:
+        sys.stderr.write(f"hint: {hint}\n")

@@ -1,0 +1,44 @@
+"""Every random number generator a run draws from, captured as tensors and restored.
+
+Checkpoints must load with ``torch.load(weights_only=True)``, so the states are stored as
+tensors rather than the tuples and arrays the libraries hand out.
+"""
+
+import math
+import random
+
+import numpy as np
+import torch
+from torch import Tensor
+
+RNGState = dict[str, Tensor]
+
+
+def capture_rng() -> RNGState:
+    """The states of torch (CPU and every CUDA device), numpy and python ``random``."""
+    _, keys, position, has_gauss, gauss = np.random.get_state()
+    version, python_state, python_gauss = random.getstate()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.stack(cuda) if cuda else torch.empty(0, dtype=torch.uint8),
+        "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
+        "numpy_position": torch.tensor([position, has_gauss], dtype=torch.int64),
+        "numpy_gauss": torch.tensor(gauss, dtype=torch.float64),
+        "python": torch.tensor([version, *python_state], dtype=torch.int64),
+        "python_gauss": torch.tensor(math.nan if python_gauss is None else python_gauss),
+    }
+
+
+def restore_rng(state: RNGState) -> None:
+    """Put back what :func:`capture_rng` captured."""
+    torch.set_rng_state(state["torch"])
+    cuda = state["cuda"]
+    if len(cuda) and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(list(cuda))
+    position, has_gauss = state["numpy_position"].tolist()
+    keys = state["numpy_keys"].numpy().astype(np.uint32)
+    np.random.set_state(("MT19937", keys, position, has_gauss, state["numpy_gauss"].item()))
+    version, *python_state = state["python"].tolist()
+    gauss = state["python_gauss"].item()
+    random.setstate((version, tuple(python_state), None if math.isnan(gauss) else gauss))

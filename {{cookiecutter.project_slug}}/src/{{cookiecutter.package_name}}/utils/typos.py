@@ -1,0 +1,59 @@
+"""Nearest valid names for a mistyped config key or group option."""
+
+import difflib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+_ABSENT = object()
+
+
+def nearest_names(config_dir: Path, config_name: str, overrides: list[str]) -> list[str]:
+    """One line per override that names no key or option, with the closest valid names."""
+    groups = {p.parent.relative_to(config_dir).as_posix() for p in config_dir.rglob("*.yaml")}
+    groups -= {".", "hydra"}
+    hints, choices, keys = [], [], []
+    for override in overrides:
+        key, equals, value = override.partition("=")
+        if not equals or override.startswith(("-", "+", "~")) or key.startswith("hydra"):
+            continue
+        if key in groups:
+            options = sorted(p.stem for p in (config_dir / key).glob("*.yaml"))
+            if value in options or value == "null":
+                choices.append(override)
+            else:
+                hints.append(_hint(f"option '{value}' of group '{key}'", value, options))
+        else:
+            keys.append(key)
+    if keys:
+        cfg = _compose(config_dir, config_name, choices)
+        known = sorted({*_dotted(OmegaConf.to_container(cfg)), *groups})
+        for key in keys:
+            if OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
+                hints.append(_hint(f"key '{key}'", key, known))
+    return hints
+
+
+def _hint(what: str, typed: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(typed, valid, n=3, cutoff=0.6)
+    if close:
+        return f"no {what}; did you mean: {', '.join(close)}?"
+    return f"no {what}; valid: {', '.join(valid[:20])}"
+
+
+def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> Any:
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir)):
+        return compose(config_name=config_name, overrides=overrides)
+
+
+def _dotted(node: Any, prefix: str = "") -> Iterator[str]:
+    if isinstance(node, dict):
+        for name, child in node.items():
+            path = f"{prefix}{name}"
+            yield path
+            yield from _dotted(child, f"{path}.")

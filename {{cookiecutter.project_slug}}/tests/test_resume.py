@@ -1,0 +1,135 @@
+"""Exact resume: an interrupted and resumed run ends bitwise equal to an uninterrupted one.
+
+Compared: every tensor of the final state dict and the loss of every training step, with
+shuffling, dropout and num_workers 0 and 2, interrupted at an epoch boundary and mid-epoch.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from lightning import Callback, Trainer
+
+from support import QUICK, compose_config, loss_logging, module, step_losses
+
+train = module("train")
+
+STEPS_PER_EPOCH = 20  # 1258 train rows in batches of 64
+EPOCHS = 3
+# T_max is pinned so that a shorter first leg (max_epochs=1) keeps the same LR schedule.
+BASE = [
+    *QUICK,
+    f"trainer.max_epochs={EPOCHS}",
+    f"model.scheduler.T_max={EPOCHS}",
+    "callbacks.early_stopping=null",
+    "callbacks.step_checkpoint.every_n_train_steps=10",
+]
+
+
+class CrashError(Exception):
+    """Stands in for a crash: raised after a given training step."""
+
+
+class CrashAfter(Callback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            raise CrashError(f"crashed after step {self.step}")
+
+
+def run(run_dir: Path, *overrides: str) -> None:
+    cfg = compose_config(run_dir, [*BASE, *loss_logging(run_dir / "losses.txt"), *overrides])
+    train.train(cfg)
+
+
+def final_state(run_dir: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the final checkpoint: weights, buffers and the optimizer's moments."""
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    state = dict(checkpoint["state_dict"])
+    for index, moments in checkpoint["optimizer_states"][0]["state"].items():
+        state.update({f"optimizer.{index}.{name}": value for name, value in moments.items()})
+    return state
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """One uninterrupted run per num_workers value, built on first use."""
+
+    class Runs(dict):
+        def __missing__(self, workers: int) -> Path:
+            run_dir = tmp_path_factory.mktemp(f"uninterrupted_{workers}")
+            run(run_dir, f"data.num_workers={workers}")
+            self[workers] = run_dir
+            return run_dir
+
+    return Runs()
+
+
+def assert_same_run(resumed: Path, reference: Path) -> None:
+    expected, actual = final_state(reference), final_state(resumed)
+    assert expected.keys() == actual.keys()
+    for key, tensor in expected.items():
+        assert torch.equal(actual[key], tensor), key
+    losses, resumed_losses = (
+        step_losses(reference / "losses.txt"),
+        step_losses(resumed / "losses.txt"),
+    )
+    assert len(losses) == STEPS_PER_EPOCH * EPOCHS
+    assert resumed_losses == losses
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_resume_at_epoch_boundary_is_exact(
+    workers: int, uninterrupted: dict[int, Path], tmp_path: Path
+) -> None:
+    run(tmp_path, f"data.num_workers={workers}", "trainer.max_epochs=1")
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == STEPS_PER_EPOCH
+    run(tmp_path, f"data.num_workers={workers}", f"ckpt_path={tmp_path}/checkpoints/last.ckpt")
+    assert_same_run(tmp_path, uninterrupted[workers])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_resume_mid_epoch_from_step_checkpoint_is_exact(
+    workers: int, uninterrupted: dict[int, Path], tmp_path: Path
+) -> None:
+    crash = ["+callbacks.crash._target_=test_resume.CrashAfter", "+callbacks.crash.step=35"]
+    with pytest.raises(CrashError):
+        run(tmp_path, f"data.num_workers={workers}", *crash)
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 30  # the last periodic checkpoint: epoch 1, batch 10
+    assert checkpoint["DigitsDataModule"]["train_sampler"] == {"epoch": 1, "skip": 10}
+    run(tmp_path, f"data.num_workers={workers}", f"ckpt_path={tmp_path}/checkpoints/last.ckpt")
+    # steps 31-35 ran twice; the resumed run's values must equal the uninterrupted ones
+    assert_same_run(tmp_path, uninterrupted[workers])
+
+
+@pytest.mark.slow
+def test_without_exact_resume_a_mid_epoch_resume_differs(
+    uninterrupted: dict[int, Path], tmp_path: Path
+) -> None:
+    """The control: the callback is what makes the resumed run exact."""
+    off = ["callbacks.exact_resume=null"]
+    crash = ["+callbacks.crash._target_=test_resume.CrashAfter", "+callbacks.crash.step=35"]
+    with pytest.raises(CrashError):
+        run(tmp_path, "data.num_workers=0", *off, *crash)
+    run(tmp_path, "data.num_workers=0", *off, f"ckpt_path={tmp_path}/checkpoints/last.ckpt")
+    with pytest.raises(AssertionError):
+        assert_same_run(tmp_path, uninterrupted[0])
+
+
+@pytest.mark.slow
+def test_resume_after_a_max_steps_stop_mid_epoch_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Lightning counts a max_steps stop as the end of the epoch: say so, do not stay silent."""
+    no_step_checkpoints = "callbacks.step_checkpoint.every_n_train_steps=0"
+    run(tmp_path, "+trainer.max_steps=30", no_step_checkpoints)
+    run(tmp_path, f"ckpt_path={tmp_path}/checkpoints/last.ckpt", no_step_checkpoints)
+    assert "the checkpoint stopped 10 batches into epoch 1" in caplog.text
+    assert "the rest of epoch 1 is skipped" in caplog.text
