@@ -65,7 +65,7 @@ class Classifier(LightningModule):
         logits = self.net(inputs)
         loss = self.loss(logits, targets)
         self.train_acc.update(logits.detach(), targets)
-        self.log("train/loss", loss, on_step=False, on_epoch=True, sync_dist=True)
+        self.log("train/loss", loss, on_step=False, on_epoch=True)
         return loss
 
     def on_before_optimizer_step(self, optimizer: Optimizer) -> None:
@@ -76,8 +76,7 @@ class Classifier(LightningModule):
             self.log("train/grad_norm", get_total_norm(grads), on_step=True, on_epoch=False)
 
     def on_train_epoch_end(self) -> None:
-        # compute() already gathers every rank's counts; sync_dist only marks it as global.
-        self.log("train/acc", self.train_acc.compute(), sync_dist=True)
+        self.log("train/acc", self.train_acc.compute())
         self.train_acc.reset()
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
