@@ -29,6 +29,7 @@ STEPS_PER_EPOCH = 10  # 1258 train rows / 2 ranks = 629 rows each, in batches of
 # fp32, so the probe's weights can be checked against an evaluation in this process.
 SHORT = ["callbacks.progress_bar=null", "trainer.precision=32-true"]
 PROBE = "+callbacks.probe._target_=rank_probe.RankProbe"
+LAUNCHER_VARIABLES = ("SLURM_", "TORCHELASTIC_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_")
 
 
 def probe(out_dir: Path) -> list[str]:
@@ -43,15 +44,15 @@ def free_port() -> int:
 
 def launch(command: list[str], log: Path, **env: str) -> subprocess.Popen:
     """Start ``command`` with ``src`` and ``tests`` importable, output to ``log``."""
+    # No launcher variables from outside: only those given here decide the world.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_VARIABLES)}
     full_env = {
-        **os.environ,
+        **inherited,
         "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'tests'}",
         "OMP_NUM_THREADS": "1",
         "PYTHON": sys.executable,
         **env,
     }
-    for name in ("TORCHELASTIC_RUN_ID", "RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_NTASKS"):
-        full_env.pop(name, None)
     with log.open("w") as handle:
         return subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=handle, stderr=handle)
 
