@@ -4,6 +4,7 @@ Every run is a subprocess: Lightning re-launches the running script for its othe
 which inside pytest would be pytest itself. ``RankProbe`` records what each rank saw.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -103,10 +104,8 @@ def kill_tree(pid: int) -> None:
     while todo:
         current = todo.pop()
         todo += children.get(current, [])
-        try:
+        with contextlib.suppress(ProcessLookupError):  # already gone
             os.kill(current, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def expected_inputs(rank: int, epoch: int) -> torch.Tensor:

@@ -63,9 +63,7 @@ def test_named_precisions_pass_through(requested: Any, resolved: str) -> None:
         ("half", r"trainer.precision=half is not a precision preset; use one of auto, "),
     ],
 )
-def test_bad_precision_is_refused_before_training(
-    tmp_path: Path, value: str, message: str
-) -> None:
+def test_bad_precision_is_refused_before_training(tmp_path: Path, value: str, message: str) -> None:
     cfg = compose_config(tmp_path, [*QUICK, f"trainer.precision={value}"])
     with pytest.raises(UserError, match=message):
         run.build_trainer(cfg)
@@ -80,7 +78,9 @@ def test_run_records_the_precision_auto_chose(trained: dict[str, Any]) -> None:
 
 def test_gradient_norm_is_logged(trained: dict[str, Any]) -> None:
     with (trained["run_dir"] / "csv" / "metrics.csv").open() as handle:
-        norms = [float(r["train/grad_norm"]) for r in csv.DictReader(handle) if r["train/grad_norm"]]
+        norms = [
+            float(r["train/grad_norm"]) for r in csv.DictReader(handle) if r["train/grad_norm"]
+        ]
     assert len(norms) == 6  # 60 steps, logged every 10
     assert all(math.isfinite(n) and n > 0 for n in norms)
 
