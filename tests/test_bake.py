@@ -39,6 +39,8 @@ EXPECTED_FILES = {
     "configs/model/mlp.yaml",
     "configs/paths/default.yaml",
     "configs/trainer/cpu.yaml",
+    "configs/trainer/ddp.yaml",
+    "configs/trainer/ddp_cpu.yaml",
     "configs/trainer/default.yaml",
     "configs/trainer/gpu.yaml",
     "src/digits_classifier/__init__.py",
@@ -72,8 +74,11 @@ EXPECTED_FILES = {
     "src/digits_classifier/utils/entry.py",
     "src/digits_classifier/utils/errors.py",
     "src/digits_classifier/utils/files.py",
+    "scripts/slurm.sbatch",
+    "scripts/torchrun.sh",
     "src/digits_classifier/utils/hints.py",
     "src/digits_classifier/utils/plots.py",
+    "src/digits_classifier/utils/precision.py",
     "src/digits_classifier/utils/resume.py",
     "src/digits_classifier/utils/rng.py",
     "src/digits_classifier/utils/run.py",
@@ -95,6 +100,11 @@ EXPECTED_FILES = {
     "tests/test_sweep.py",
     "tests/test_tensorboard.py",
     "tests/test_train.py",
+    "tests/rank_probe.py",
+    "tests/test_distributed.py",
+    "tests/test_gpu.py",
+    "tests/test_scripts.py",
+    "tests/test_trainer_options.py",
 }
 
 

@@ -71,6 +71,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "epochs": trainer.current_epoch,
         "steps": trainer.global_step,
         "fit_seconds": round(fit_seconds, 3),
+        "precision": trainer.precision,
+        "world_size": trainer.world_size,
         "run_dir": str(run_dir),
     }
     monitor = getattr(checkpoint, "monitor", None) or "val/acc"

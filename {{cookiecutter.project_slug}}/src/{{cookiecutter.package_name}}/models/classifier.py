@@ -9,6 +9,8 @@ from typing import Any
 from hydra.utils import instantiate
 from lightning import LightningModule
 from torch import Tensor, nn
+from torch.nn.utils import get_total_norm
+from torch.optim import Optimizer
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..utils.config import to_plain
@@ -24,6 +26,10 @@ class Classifier(LightningModule):
         optimizer: config of a ``torch.optim`` optimizer, built over the net's parameters.
         scheduler: config of an epoch-wise LR scheduler, or ``None`` for a constant LR.
         num_classes: number of classes, for the accuracy metrics.
+        compile: run the net through ``torch.compile``. The net itself stays the
+            registered module, so checkpoints hold its plain parameter names (no
+            ``_orig_mod.``) and load into an uncompiled model. Not saved as a
+            hyperparameter: it is how this run executes, not what the model is.
     """
 
     def __init__(
@@ -32,6 +38,7 @@ class Classifier(LightningModule):
         optimizer: dict[str, Any],
         scheduler: dict[str, Any] | None = None,
         num_classes: int = 10,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(
@@ -43,6 +50,8 @@ class Classifier(LightningModule):
             }
         )
         self.net: nn.Module = instantiate(self.hparams.net)
+        if compile:
+            self.net.compile()  # compiles the module's call in place; state_dict keys unchanged
         self.loss = nn.CrossEntropyLoss()
         self.train_acc = MulticlassAccuracy(num_classes)
         self.val_acc = MulticlassAccuracy(num_classes)
@@ -59,6 +68,13 @@ class Classifier(LightningModule):
         self.log("train/loss", loss, on_step=False, on_epoch=True)
         return loss
 
+    def on_before_optimizer_step(self, optimizer: Optimizer) -> None:
+        # Gradients are unscaled (16-mixed) and not yet clipped: this is the norm that
+        # trainer.gradient_clip_val is compared with. Under DDP they are already averaged.
+        grads = [p.grad for p in self.net.parameters() if p.grad is not None]
+        if grads:
+            self.log("train/grad_norm", get_total_norm(grads), on_step=True, on_epoch=False)
+
     def on_train_epoch_end(self) -> None:
         self.log("train/acc", self.train_acc.compute())
         self.train_acc.reset()
@@ -73,7 +89,9 @@ class Classifier(LightningModule):
         inputs, targets = batch
         logits = self.net(inputs)
         accuracy.update(logits, targets)
-        self.log(f"{stage}/loss", self.loss(logits, targets), batch_size=len(targets))
+        # sync_dist: under DDP the loss is averaged over every rank's shard (accuracy syncs itself).
+        loss = self.loss(logits, targets)
+        self.log(f"{stage}/loss", loss, batch_size=len(targets), sync_dist=True)
         self.log(f"{stage}/acc", accuracy, batch_size=len(targets))
 
     def configure_optimizers(self) -> dict[str, Any]:

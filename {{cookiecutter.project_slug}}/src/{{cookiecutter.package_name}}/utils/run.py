@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from .config import instantiate_each
 from .errors import UserError
 from .files import write_atomic
+from .precision import resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,22 @@ def build_trainer(
         )
     built: list[Callback] = instantiate_each(cfg.get("callbacks"))
     loggers: list[Logger] = instantiate_each(cfg.get("logger"))
-    return instantiate(
-        cfg.trainer, callbacks=built + (callbacks or []), logger=loggers or False, **overrides
+    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    trainer: Trainer = instantiate(
+        cfg.trainer,
+        callbacks=built + (callbacks or []),
+        logger=loggers or False,
+        **{"precision": precision, **overrides},
     )
+    if trainer.is_global_zero:
+        log.info("precision: %s (trainer.precision=%s)", trainer.precision, cfg.trainer.precision)
+    return trainer
 
 
 def build_parts(cfg: DictConfig) -> tuple[LightningDataModule, LightningModule]:
     """The data module and the model named by the config."""
     datamodule = instantiate(cfg.data)
-    model = instantiate(cfg.model, _recursive_=False)
+    model = instantiate(cfg.model, _recursive_=False, compile=cfg.get("compile", False))
     return datamodule, model
 
 
