@@ -30,7 +30,7 @@ def test_labels_beyond_num_classes_name_num_classes(tmp_path: Path) -> None:
 
 
 def test_out_of_memory_gives_current_batch_and_accumulation(tmp_path: Path) -> None:
-    cfg = compose_config(tmp_path, ["data.batch_size=64", "+trainer.accumulate_grad_batches=2"])
+    cfg = compose_config(tmp_path, ["data.batch_size=64", "trainer.accumulate_grad_batches=2"])
     with pytest.raises(UserError) as caught, explain_failures(cfg):
         torch.empty(2**60, dtype=torch.uint8)  # more memory than any machine has
     message = str(caught.value)

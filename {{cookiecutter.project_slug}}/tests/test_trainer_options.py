@@ -28,6 +28,7 @@ ONE_SGD_STEP = [
     "trainer.max_epochs=1",
     "+trainer.limit_val_batches=0",
     "callbacks.model_checkpoint=null",
+    "callbacks.step_checkpoint=null",
     "callbacks.early_stopping=null",
     "+trainer.enable_checkpointing=false",
     "trainer.log_every_n_steps=1",
