@@ -11,15 +11,21 @@ import yaml
 from cookiecutter.main import cookiecutter
 from conftest import HOSTILE_ANSWERS, TEMPLATE, bake
 
+# The files of a bake with the default answers.
 EXPECTED_FILES = {
+    ".github/workflows/ci.yml",
     ".gitignore",
+    ".pre-commit-config.yaml",
     ".python-version",
     "LICENSE",
     "Makefile",
     "README.md",
+    "environment.yml",
     "pyproject.toml",
     "requirements.txt",
     "requirements-dev.txt",
+    "requirements.lock",
+    "scripts/lock.py",
     "configs/train.yaml",
     "configs/eval.yaml",
     "configs/callbacks/default.yaml",
@@ -59,8 +65,27 @@ EXPECTED_FILES = {
     "tests/support.py",
     "tests/test_configs.py",
     "tests/test_data.py",
+    "tests/test_logger.py",
     "tests/test_train.py",
 }
+
+# Files that exist only for one answer (post_gen drops them otherwise). Extend with new options.
+OPTIONAL_FILES = {
+    ("logger", "wandb"): {"configs/logger/wandb.yaml"},
+    ("logger", "mlflow"): {"configs/logger/mlflow.yaml"},
+    ("ci", "github"): {".github/workflows/ci.yml"},
+    ("docker", "yes"): {"Dockerfile", ".dockerignore"},
+}
+DEFAULT_ANSWERS = {"logger": "csv", "ci": "github", "docker": "no"}
+
+
+def expected_files(**answers: str) -> set[str]:
+    """The file set of a bake with these answers (the rest default)."""
+    chosen = {**DEFAULT_ANSWERS, **answers}
+    files = set(EXPECTED_FILES)
+    for (question, value), paths in OPTIONAL_FILES.items():
+        files = files | paths if chosen[question] == value else files - paths
+    return files
 
 
 
