@@ -33,8 +33,13 @@ def workflow_files(full_project: Path) -> list[Path]:
 
 def test_workflows_match_githubs_schema(full_project: Path) -> None:
     files = [str(path) for path in workflow_files(full_project)]
-    result = run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *files,
-                 cwd=full_project)
+    result = run(
+        tool("check-jsonschema"),
+        "--builtin-schema",
+        "vendor.github-workflows",
+        *files,
+        cwd=full_project,
+    )
     assert result.returncode == 0, tail(result)
 
 
