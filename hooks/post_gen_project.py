@@ -52,7 +52,7 @@ def main() -> None:
     print(
         f"\nBaked {SLUG}. Next steps:\n"
         f"  cd {SLUG}\n"
-        "  make train   # builds .venv from the pinned requirements, then trains\n"
+        "  make train   # builds .venv from requirements.lock, then trains\n"
         "  make test\n"
     )
 
