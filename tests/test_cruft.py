@@ -6,6 +6,7 @@ a newer state of this template into a scratch git repo of its own.
 """
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -22,6 +23,7 @@ SKIP = shutil.ignore_patterns(
     ".git", ".venv", "build", "__pycache__", ".pytest_cache", ".ruff_cache"
 )
 TRAINER = "{{cookiecutter.project_slug}}/configs/trainer/default.yaml"
+MARKER = re.compile(r"^<{7} ", re.MULTILINE)  # a conflict marker starts a line
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -58,7 +60,7 @@ def conflicts(project: Path) -> list[Path]:
         for path in project.rglob("*")
         if ".git" not in path.parts
         and path.is_file()
-        and (path.suffix == ".rej" or "<<<<<<<" in path.read_text(errors="replace"))
+        and (path.suffix == ".rej" or MARKER.search(path.read_text(errors="replace")))
     ]
 
 
