@@ -104,8 +104,12 @@ def test_make_lock_regenerates_a_complete_lock(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_pre_commit_passes_on_a_fresh_bake(full_project: Path) -> None:
+    # A shell script of the user's, so the shellcheck hook runs rather than skips.
+    script = full_project / "scripts" / "hello.sh"
+    script.write_text('#!/usr/bin/env bash\nset -euo pipefail\necho "hello ${1:-world}"\n')
     for command in (["git", "init", "-q"], ["git", "add", "-A"]):
         subprocess.run(command, cwd=full_project, check=True)
     result = run(tool("pre-commit"), "run", "--all-files", cwd=full_project, timeout=900)
     assert result.returncode == 0, tail(result)
-    assert "ruff lint" in result.stdout and "Failed" not in result.stdout
+    passed = {line.split("...")[0] for line in result.stdout.splitlines() if "Passed" in line}
+    assert {"ruff lint", "ruff format", "YAML parses", "TOML parses", "shellcheck"} <= passed
