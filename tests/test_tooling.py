@@ -76,6 +76,19 @@ def test_lock_pins_every_direct_requirement(default_project: Path) -> None:
     assert not {"wandb", "mlflow-skinny", "sqlalchemy"} & set(lock)
 
 
+def test_pre_commit_hooks_are_local_and_pinned(default_project: Path) -> None:
+    config = yaml.safe_load((default_project / ".pre-commit-config.yaml").read_text())
+    [repo] = config["repos"]
+    assert repo["repo"] == "local"  # nothing is cloned from a git host
+    dev = pins(default_project / "requirements-dev.txt")
+    for hook in repo["hooks"]:
+        assert hook["language"] == "python", hook["id"]
+        for requirement in hook["additional_dependencies"]:
+            name, version = requirement.split("==")
+            # ruff is pinned twice (the hook and .venv): the two must agree.
+            assert dev.get(name, version) == version, f"{hook['id']}: {requirement} vs .venv"
+
+
 def test_environment_yml_takes_every_pin_from_the_lock(default_project: Path) -> None:
     env = yaml.safe_load((default_project / "environment.yml").read_text())
     assert env["name"] == "digits-classifier"
