@@ -1,12 +1,13 @@
 # make demo: bake a project with the default answers and train it the way a user would.
 # make test: run the template tests (they bake projects and run them).
+# make lock: rewrite the baked requirements.lock after changing a pin.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR := build/demo
 
-.PHONY: demo test test-fast clean
+.PHONY: demo test test-fast lock clean
 
 $(STAMP): requirements-dev.txt {{cookiecutter.project_slug}}/requirements.txt {{cookiecutter.project_slug}}/requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,9 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow"
+
+lock: $(STAMP)
+	$(BIN)/python tools/relock.py
 
 clean:
 	rm -rf build .pytest_cache

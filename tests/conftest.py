@@ -61,3 +61,18 @@ def default_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tail(result: subprocess.CompletedProcess, chars: int = 3000) -> Any:
     """The end of a command's output, for assertion messages."""
     return (result.stdout + result.stderr)[-chars:]
+
+
+def tool(name: str) -> str:
+    """A command-line tool installed beside this interpreter (the template's .venv)."""
+    path = Path(sys.executable).parent / name
+    assert path.is_file(), f"{name} is missing: install requirements-dev.txt"
+    return str(path)
+
+
+def run(*command: str, cwd: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    """Run a command and capture its output; extra keyword arguments are environment values."""
+    return subprocess.run(
+        list(command), cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )

@@ -11,15 +11,21 @@ import yaml
 from cookiecutter.main import cookiecutter
 from conftest import HOSTILE_ANSWERS, TEMPLATE, bake
 
+# The files of a bake with the default answers.
 EXPECTED_FILES = {
+    ".github/workflows/ci.yml",
     ".gitignore",
+    ".pre-commit-config.yaml",
     ".python-version",
     "LICENSE",
     "Makefile",
     "README.md",
+    "environment.yml",
     "pyproject.toml",
     "requirements.txt",
     "requirements-dev.txt",
+    "requirements.lock",
+    "scripts/lock.py",
     "configs/train.yaml",
     "configs/eval.yaml",
     "configs/export.yaml",
@@ -99,6 +105,7 @@ EXPECTED_FILES = {
     "tests/test_typos.py",
     "tests/test_sweep.py",
     "tests/test_tensorboard.py",
+    "tests/test_logger.py",
     "tests/test_train.py",
     "tests/rank_probe.py",
     "tests/test_distributed.py",
@@ -106,6 +113,24 @@ EXPECTED_FILES = {
     "tests/test_scripts.py",
     "tests/test_trainer_options.py",
 }
+
+# Files that exist only for one answer (post_gen drops them otherwise). Extend with new options.
+OPTIONAL_FILES = {
+    ("logger", "wandb"): {"configs/logger/wandb.yaml"},
+    ("logger", "mlflow"): {"configs/logger/mlflow.yaml"},
+    ("ci", "github"): {".github/workflows/ci.yml"},
+    ("docker", "yes"): {"Dockerfile", ".dockerignore"},
+}
+DEFAULT_ANSWERS = {"logger": "csv", "ci": "github", "docker": "no"}
+
+
+def expected_files(**answers: str) -> set[str]:
+    """The file set of a bake with these answers (the rest default)."""
+    chosen = {**DEFAULT_ANSWERS, **answers}
+    files = set(EXPECTED_FILES)
+    for (question, value), paths in OPTIONAL_FILES.items():
+        files = files | paths if chosen[question] == value else files - paths
+    return files
 
 
 

@@ -37,8 +37,14 @@ def compose_config(
         )
 
 
-# Small and quick, yet a real run: 3 epochs over the full data.
-QUICK = ["trainer.max_epochs=3", "callbacks.progress_bar=null", "trainer.accelerator=cpu"]
+# Small and quick, yet a real run: 3 epochs over the full data. The csv logger whatever the
+# project's default, since tests read its metrics.csv (test_logger.py covers the default).
+QUICK = [
+    "trainer.max_epochs=3",
+    "callbacks.progress_bar=null",
+    "trainer.accelerator=cpu",
+    "logger=csv",
+]
 
 
 def run_cli(

@@ -1,0 +1,71 @@
+"""Every combination of the options bakes, lints and passes the baked tests it can affect.
+
+A covering set, because the options touch disjoint things:
+- ``logger`` changes requirements*.txt, the lock, configs/logger/ and the default in
+  train.yaml. The bakes with wandb and mlflow (the loggers that add packages and a config)
+  run the baked tests about loggers (``-k logger``: every test of test_logger.py, which
+  trains with the default and every shipped logger, and the ``logger=...`` cases of
+  test_configs.py, which compose and build them). csv and tensorboard ship in every bake,
+  so the default bake's full suite (test_baked_project.py) already trains with both; a
+  tensorboard bake differs from it only in the default, checked below. The rest of the
+  baked suite runs with logger=csv whatever the default (QUICK in the baked
+  tests/support.py), so it cannot tell the loggers apart.
+- ``ci`` and ``docker`` only add or drop files that no Python code or config reads: all 16
+  combinations are baked and their file set, YAML, pins and lint checked here; the workflow
+  and the Dockerfile themselves are linted in test_tooling.py.
+- ``python_version`` and ``license`` only change text (test_bake.py).
+"""
+
+import itertools
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import bake, python_in, run, tail
+from test_bake import expected_files, files_of
+
+LOGGERS = ["csv", "tensorboard", "wandb", "mlflow"]
+# Pins that exist only for one logger.
+LOGGER_PINS = {"wandb": {"wandb"}, "mlflow": {"mlflow-skinny", "sqlalchemy", "alembic"}}
+COMBINATIONS = list(itertools.product(LOGGERS, ["github", "none"], ["no", "yes"]))
+
+pytestmark = pytest.mark.slow
+
+
+def pinned(path: Path) -> set[str]:
+    return {
+        name.lower() for name in re.findall(r"^([A-Za-z0-9_.-]+)==", path.read_text(), re.MULTILINE)
+    }
+
+
+@pytest.mark.parametrize(("logger", "ci", "docker"), COMBINATIONS)
+def test_combination_bakes_and_lints(logger: str, ci: str, docker: str, tmp_path: Path) -> None:
+    project = bake(tmp_path, logger=logger, ci=ci, docker=docker)
+    assert files_of(project) == expected_files(logger=logger, ci=ci, docker=docker)
+    for path in project.rglob("*"):
+        if path.is_file():
+            assert "{{" not in path.read_text(errors="replace"), path
+    for path in [*project.rglob("*.yaml"), *project.rglob("*.yml")]:
+        yaml.safe_load(path.read_text())
+    train = yaml.safe_load((project / "configs/train.yaml").read_text())
+    assert {"logger": logger} in train["defaults"]
+    for name in ("requirements.txt", "requirements.lock"):
+        pins = pinned(project / name)
+        for owner, packages in LOGGER_PINS.items():
+            assert (packages <= pins) == (owner == logger), f"{name}: {owner} pins"
+    for args in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "."]):
+        result = run(sys.executable, "-m", "ruff", *args, cwd=project)
+        assert result.returncode == 0, tail(result)
+
+
+@pytest.mark.parametrize("logger", ["wandb", "mlflow"])
+def test_logger_passes_the_baked_tests_it_affects(logger: str, tmp_path: Path) -> None:
+    project = bake(tmp_path, logger=logger)
+    result = python_in(
+        project, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        "tests/test_configs.py", "tests/test_logger.py", "-k", "logger",
+    )  # fmt: skip
+    assert result.returncode == 0, tail(result)
+    assert " passed" in result.stdout and " skipped" not in result.stdout, tail(result)

@@ -1,0 +1,128 @@
+"""The tooling a baked project ships passes on a fresh bake: workflows, Dockerfile, pins,
+pre-commit. Workflows are checked against GitHub's schema and by zizmor, offline."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import TEMPLATE, bake, run, tail, tool
+
+PIN = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+)", re.MULTILINE)
+WORKFLOWS = [".github/workflows/ci.yml"]
+
+
+@pytest.fixture(scope="module")
+def full_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bake with every optional file: CI workflow and Dockerfile."""
+    return bake(tmp_path_factory.mktemp("full"), ci="github", docker="yes")
+
+
+def pins(path: Path) -> dict[str, str]:
+    found = PIN.findall(path.read_text())
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in found}
+
+
+def workflow_files(full_project: Path) -> list[Path]:
+    own = sorted((TEMPLATE / ".github" / "workflows").glob("*.yml"))
+    assert own, "the template repo has no workflow of its own"
+    return [full_project / name for name in WORKFLOWS] + own
+
+
+def test_workflows_match_githubs_schema(full_project: Path) -> None:
+    files = [str(path) for path in workflow_files(full_project)]
+    result = run(
+        tool("check-jsonschema"),
+        "--builtin-schema",
+        "vendor.github-workflows",
+        *files,
+        cwd=full_project,
+    )
+    assert result.returncode == 0, tail(result)
+
+
+def test_workflows_pass_zizmor(full_project: Path) -> None:
+    files = [str(path) for path in workflow_files(full_project)]
+    result = run(tool("zizmor"), "--offline", "--no-progress", *files, cwd=full_project)
+    assert result.returncode == 0, tail(result)
+    assert "No findings" in result.stdout, tail(result)
+
+
+def test_dockerfile_is_hadolint_clean(full_project: Path) -> None:
+    result = run(tool("hadolint"), "Dockerfile", cwd=full_project)
+    assert result.returncode == 0, tail(result)
+    text = (full_project / "Dockerfile").read_text()
+    assert "FROM python:3.11-slim" in text
+    assert '"-m", "digits_classifier.train"' in text
+
+
+def test_hadolint_really_lints(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python\nUSER app\nRUN pip install requests\n")
+    result = run(tool("hadolint"), str(bad), cwd=tmp_path)
+    assert result.returncode != 0
+    assert "DL3006" in result.stdout and "DL3013" in result.stdout
+
+
+def test_lock_pins_every_direct_requirement(default_project: Path) -> None:
+    lock = pins(default_project / "requirements.lock")
+    for name in ("requirements.txt", "requirements-dev.txt"):
+        for package, version in pins(default_project / name).items():
+            assert lock.get(package) == version, f"{name}: {package}=={version} not in the lock"
+    assert lock["torch"] == "2.13.0"  # no local label such as +cpu, no other torch
+    assert not [p for p in lock if p.startswith(("nvidia-", "triton"))]
+    assert not {"wandb", "mlflow-skinny", "sqlalchemy"} & set(lock)
+
+
+def test_pre_commit_hooks_are_local_and_pinned(default_project: Path) -> None:
+    config = yaml.safe_load((default_project / ".pre-commit-config.yaml").read_text())
+    [repo] = config["repos"]
+    assert repo["repo"] == "local"  # nothing is cloned from a git host
+    dev = pins(default_project / "requirements-dev.txt")
+    for hook in repo["hooks"]:
+        assert hook["language"] == "python", hook["id"]
+        for requirement in hook["additional_dependencies"]:
+            name, version = requirement.split("==")
+            # ruff is pinned twice (the hook and .venv): the two must agree.
+            assert dev.get(name, version) == version, f"{hook['id']}: {requirement} vs .venv"
+
+
+def test_environment_yml_takes_every_pin_from_the_lock(default_project: Path) -> None:
+    env = yaml.safe_load((default_project / "environment.yml").read_text())
+    assert env["name"] == "digits-classifier"
+    assert "python=3.11" in env["dependencies"]
+    [pip_section] = [item for item in env["dependencies"] if isinstance(item, dict)]
+    assert pip_section["pip"] == ["-r requirements.lock"]  # no pin written twice
+    assert (default_project / ".python-version").read_text().strip() == "3.11"
+
+
+@pytest.mark.slow
+def test_make_lock_regenerates_a_complete_lock(tmp_path: Path) -> None:
+    # Transitive versions move with new releases, so compare what must hold, not every byte.
+    project = bake(tmp_path)
+    (project / "requirements.lock").unlink()
+    result = run("make", "lock", f"PYTHON={sys.executable}", cwd=project)
+    assert result.returncode == 0, tail(result)
+    text = (project / "requirements.lock").read_text()
+    assert text.startswith("# Every package requirements-dev.txt pulls in, pinned.")
+    lock = pins(project / "requirements.lock")
+    assert list(lock) == sorted(lock)
+    for name in ("requirements.txt", "requirements-dev.txt"):
+        for package, version in pins(project / name).items():
+            assert lock.get(package) == version, f"{name}: {package}=={version} not in the lock"
+    assert lock["torch"] == "2.13.0"
+
+
+@pytest.mark.slow
+def test_pre_commit_passes_on_a_fresh_bake(full_project: Path) -> None:
+    # A shell script of the user's, so the shellcheck hook runs rather than skips.
+    script = full_project / "scripts" / "hello.sh"
+    script.write_text('#!/usr/bin/env bash\nset -euo pipefail\necho "hello ${1:-world}"\n')
+    for command in (["git", "init", "-q"], ["git", "add", "-A"]):
+        subprocess.run(command, cwd=full_project, check=True)
+    result = run(tool("pre-commit"), "run", "--all-files", cwd=full_project, timeout=900)
+    assert result.returncode == 0, tail(result)
+    passed = {line.split("...")[0] for line in result.stdout.splitlines() if "Passed" in line}
+    assert {"ruff lint", "ruff format", "YAML parses", "TOML parses", "shellcheck"} <= passed
