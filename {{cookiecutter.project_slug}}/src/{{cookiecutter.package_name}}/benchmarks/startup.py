@@ -1,0 +1,108 @@
+"""Time to first step: how long ``python -m <package>.train`` takes to run its first step.
+
+A fresh process runs the stages of ``train.py`` one by one and stamps the clock after each;
+it is compared with a process that only runs ``import lightning``, the floor for any
+Lightning program. Run as a script, this module is that fresh process: it prints one JSON
+file of wall-clock stamps. Nothing heavy is imported at the top, so its imports are timed.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PACKAGE = __package__.rsplit(".", 1)[0]
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the package
+STAGES = ("imports", "config", "model_build", "data_setup", "first_step")
+
+
+def measure_startup(overrides: list[str], runs: int) -> dict[str, Any]:
+    """Medians over ``runs`` fresh processes of each stage, the total and the floor."""
+    stamps, floors = [], []
+    with tempfile.TemporaryDirectory(prefix="first-step-") as workdir:
+        for run in range(runs):
+            stamps.append(_first_step_process(overrides, Path(workdir) / str(run)))
+            floors.append(_wall_seconds([sys.executable, "-c", "import lightning"]))
+    parts = {stage: statistics.median(s[stage] for s in stamps) for stage in STAGES}
+    total = statistics.median(sum(s.values()) for s in stamps)
+    floor = statistics.median(floors)
+    return {
+        "seconds": total,
+        "parts": parts,
+        "import_lightning_seconds": floor,
+        "above_import_lightning_seconds": total - floor,
+        "runs": runs,
+    }
+
+
+def _first_step_process(overrides: list[str], output_dir: Path) -> dict[str, float]:
+    """Seconds each stage took in one fresh process (imports include interpreter start)."""
+    launched = time.time()
+    result = subprocess.run(
+        [sys.executable, "-m", __name__, f"paths.output_dir={output_dir}", *overrides],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"time-to-first-step process failed:\n{result.stderr[-3000:]}")
+    marks = json.loads((output_dir / "stamps.json").read_text())
+    times = [launched] + [marks[stage] for stage in STAGES]
+    return {stage: end - start for stage, start, end in zip(STAGES, times, times[1:], strict=False)}
+
+
+def _wall_seconds(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, env=_child_env(), capture_output=True, check=True)
+    return time.perf_counter() - started
+
+
+def _child_env() -> dict[str, str]:
+    paths = [str(SOURCE_ROOT), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+def _run_stages(overrides: list[str]) -> None:
+    """Run the stages of ``train.train`` up to the end of the first step, stamping each."""
+    from importlib import import_module
+
+    import_module(f"{PACKAGE}.train")  # everything `python -m <package>.train` imports
+    from hydra import compose, initialize_config_dir
+    from lightning import Callback
+
+    from ..utils.config import config_dir
+    from ..utils.files import write_json
+    from ..utils.run import build_parts, build_trainer, prepare_run
+
+    marks = {"imports": time.time()}
+
+    class FirstStep(Callback):
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+            if "first_step" not in marks:
+                if pl_module.device.type == "cuda":
+                    import torch
+
+                    torch.cuda.synchronize(pl_module.device)
+                marks["first_step"] = time.time()
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+        cfg = compose(config_name="train", overrides=overrides)
+    prepare_run(cfg)
+    marks["config"] = time.time()
+    datamodule, model = build_parts(cfg)
+    marks["model_build"] = time.time()
+    datamodule.setup("fit")
+    marks["data_setup"] = time.time()
+    trainer = build_trainer(cfg, callbacks=[FirstStep()], max_steps=1)
+    trainer.fit(model, datamodule=datamodule)
+    write_json(Path(cfg.paths.output_dir) / "stamps.json", marks)
+
+
+if __name__ == "__main__":
+    _run_stages(sys.argv[1:])
