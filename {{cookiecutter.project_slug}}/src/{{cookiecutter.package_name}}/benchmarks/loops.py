@@ -4,9 +4,11 @@ Both time the same number of steps after the same warm-up, on the same model, da
 size and precision. Neither validates nor saves checkpoints inside the timed steps.
 """
 
+import logging
 import time
-from collections.abc import Iterable
-from contextlib import AbstractContextManager, nullcontext
+import warnings
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -21,6 +23,22 @@ from ..utils.run import build_trainer
 
 AUTOCAST_DTYPES = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 NEVER = 1_000_000  # check_val_every_n_epoch that keeps validation out of the timed steps
+
+
+@contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Hide what Lightning says on every fit: the benchmark runs many of them."""
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*exists and is not empty")
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
 
 
 def synchronize(device: torch.device) -> None:
