@@ -1,19 +1,24 @@
 """scikit-learn's digits: 1,797 real 8x8 grey images of handwritten 0-9, shipped offline."""
 
+import importlib.util
 import logging
+from collections.abc import Iterable
+from pathlib import Path
 
+import numpy as np
 import torch
 from lightning import LightningDataModule
-from sklearn.datasets import load_digits
 from torch import Tensor
 from torch.utils.data import DataLoader
 
 from ..utils.errors import UserError
+from .loading import in_memory_loader
 from .sampling import EpochBatchSampler, TensorPairs
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
+Batch = tuple[Tensor, Tensor]
 
 
 class DigitsDataModule(LightningDataModule):
@@ -48,9 +53,9 @@ class DigitsDataModule(LightningDataModule):
 
     def load_raw(self) -> tuple[Tensor, Tensor]:
         """All images as ``(N, 1, 8, 8)`` float32 in [0, 1] and labels as ``(N,)`` int64."""
-        digits = load_digits()
-        images = torch.as_tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16.0
-        return images, torch.as_tensor(digits.target, dtype=torch.int64)
+        pixels, labels = read_digits()
+        images = torch.as_tensor(pixels, dtype=torch.float32).view(-1, 1, 8, 8) / 16.0
+        return images, torch.as_tensor(labels, dtype=torch.int64)
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
@@ -73,16 +78,16 @@ class DigitsDataModule(LightningDataModule):
         }
         log.info("digits: %s", ", ".join(f"{name} {len(self.splits[name])}" for name in SPLITS))
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> Iterable[Batch]:
         return self._loader("train", self.hparams.batch_size, shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> Iterable[Batch]:
         return self._loader("val", self.hparams.eval_batch_size, shuffle=False)
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self) -> Iterable[Batch]:
         return self._loader("test", self.hparams.eval_batch_size, shuffle=False)
 
-    def _loader(self, split: str, batch_size: int, *, shuffle: bool) -> DataLoader:
+    def _loader(self, split: str, batch_size: int, *, shuffle: bool) -> Iterable[Batch]:
         trainer = self.trainer
         sampler = EpochBatchSampler(
             len(self.splits[split]),
@@ -92,13 +97,18 @@ class DigitsDataModule(LightningDataModule):
             rank=trainer.global_rank if trainer else 0,
             world_size=trainer.world_size if trainer else 1,
         )
+        device = trainer.strategy.root_device if trainer else torch.device("cpu")
+        data = self.splits[split]
         workers = self.hparams.num_workers
+        if workers == 0:
+            return in_memory_loader(data, sampler, device)
         return DataLoader(
-            self.splits[split],
+            data,
             sampler=sampler,
             batch_size=None,  # the sampler yields whole batches of indices
             num_workers=workers,
-            persistent_workers=workers > 0,
+            persistent_workers=True,
+            pin_memory=device.type == "cuda",
             generator=torch.Generator().manual_seed(self.hparams.seed),
         )
 
@@ -107,6 +117,23 @@ class DigitsDataModule(LightningDataModule):
 
     def load_state_dict(self, state_dict: dict[str, float]) -> None:
         self.mean, self.std = state_dict["mean"], state_dict["std"]
+
+
+def read_digits() -> tuple[np.ndarray, np.ndarray]:
+    """Pixels ``(N, 64)`` in 0..16 and labels ``(N,)``, from the file scikit-learn ships.
+
+    The file is read directly: importing scikit-learn to call ``load_digits`` would add
+    about half a second to every run's start. Should the file move, ``load_digits`` is used.
+    """
+    spec = importlib.util.find_spec("sklearn")  # finds the package without importing it
+    path = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz" if spec else None
+    if path is None or not path.is_file():
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        return digits.data, digits.target
+    table = np.loadtxt(path, delimiter=",", dtype=np.float64)  # 64 pixels, then the label
+    return table[:, :-1], table[:, -1].astype(np.int64)
 
 
 def check_finite(split: str, inputs: Tensor, rows: Tensor) -> None:
