@@ -25,6 +25,8 @@ from lightning.pytorch.callbacks import ProgressBar
 from omegaconf import DictConfig
 
 from .benchmarks.loops import (
+    CLOCKS,
+    Clock,
     data_loop,
     lightning_loop,
     plain_loop,
@@ -34,6 +36,7 @@ from .benchmarks.loops import (
 from .benchmarks.report import table
 from .benchmarks.startup import measure_startup
 from .utils.entry import command
+from .utils.errors import UserError
 from .utils.files import write_json
 from .utils.run import build_parts, prepare_run
 
@@ -72,11 +75,13 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
     # real run sets (e.g. deterministic algorithms), so both loops run under them.
     _, trainer = lightning_loop(cfg, fresh_model(), datamodule, steps=1, warmup=options.warmup)
     device, precision = trainer.strategy.root_device, trainer.precision
-    loop = compare_loops(cfg, fresh_model, datamodule, device, precision)
+    clock = pick_clock(options.clock, device)
+    loop = compare_loops(cfg, fresh_model, datamodule, device, precision, clock)
     loop["target_ratio"] = TARGET_RATIO
-    data = data_throughput(datamodule, device, loop["plain_steps_per_s"], options.data_batches)
+    data_seconds = data_loop(datamodule.train_dataloader(), device, options.data_batches, clock)
+    data = data_verdict(options.data_batches / data_seconds, loop["plain_steps_per_s"])
     memory = peak_memory(device)
-    startup = measure_startup(task_overrides(), options.startup_runs)
+    startup = measure_startup(task_overrides(), options.startup_runs, options.clock)
     startup["target_above_s"] = TARGET_ABOVE_IMPORT_S
     return {
         "setup": {
@@ -91,6 +96,7 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
             "steps": options.steps,
             "warmup": options.warmup,
             "repeats": options.repeats,
+            "clock": options.clock,
         },
         "loop": loop,
         "data": data,
@@ -110,6 +116,7 @@ def compare_loops(
     datamodule: LightningDataModule,
     device: torch.device,
     precision: str,
+    clock: Clock,
 ) -> dict[str, Any]:
     """Steps/s of the plain and the project loop, alternated ``bench.repeats`` times."""
     options = cfg.bench
@@ -124,10 +131,11 @@ def compare_loops(
             steps=options.steps,
             warmup=options.warmup,
             precision=precision,
+            clock=clock,
         )
         plain.append(options.steps / seconds)
         seconds, _ = lightning_loop(
-            cfg, fresh_model(), datamodule, steps=options.steps, warmup=options.warmup
+            cfg, fresh_model(), datamodule, steps=options.steps, warmup=options.warmup, clock=clock
         )
         real.append(options.steps / seconds)
     plain_rate, real_rate = statistics.median(plain), statistics.median(real)
@@ -141,12 +149,8 @@ def compare_loops(
     }
 
 
-def data_throughput(
-    datamodule: LightningDataModule, device: torch.device, model_rate: float, batches: int
-) -> dict[str, Any]:
+def data_verdict(rate: float, model_rate: float) -> dict[str, Any]:
     """Batches/s of the train data path alone, against the steps/s the model consumes."""
-    loader = datamodule.train_dataloader()
-    rate = batches / data_loop(loader, device, batches)
     return {
         "batches_per_s": rate,
         "model_steps_per_s": model_rate,
@@ -193,6 +197,17 @@ def peak_memory(device: torch.device) -> dict[str, Any]:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     per_unit = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
     return {"measure": "peak RSS", "peak_mb": peak * per_unit / 2**20}
+
+
+def pick_clock(name: str, device: torch.device) -> Clock:
+    if name not in CLOCKS:
+        raise UserError(f"bench.clock={name} is not a clock; use one of {', '.join(CLOCKS)}")
+    if name == "cpu" and device.type != "cpu":
+        raise UserError(
+            f"bench.clock=cpu counts CPU time, which misses work on {device}; "
+            "use bench.clock=wall there"
+        )
+    return CLOCKS[name]
 
 
 def device_name(device: torch.device) -> str:

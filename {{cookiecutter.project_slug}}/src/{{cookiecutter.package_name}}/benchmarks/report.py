@@ -10,7 +10,7 @@ def table(results: dict[str, Any]) -> list[str]:
     lines = [
         f"benchmark on {setup['device_name']} ({setup['device']}, {setup['threads']} threads), "
         f"{setup['model']}, batch {setup['batch_size']}, {setup['precision']}, "
-        f"{setup['steps']} steps x {setup['repeats']} repeats (medians)",
+        f"{setup['steps']} steps x {setup['repeats']} repeats (medians), {setup['clock']} clock",
         "loop efficiency (validation and checkpoints not timed)",
         row("plain PyTorch loop", f"{loop['plain_steps_per_s']:.1f} steps/s"),
         row("project loop (Lightning)", f"{loop['lightning_steps_per_s']:.1f} steps/s"),
