@@ -61,6 +61,7 @@ def bench(cfg: DictConfig) -> dict[str, Any]:
 def run_sections(cfg: DictConfig) -> dict[str, Any]:
     """Every figure of the benchmark, grouped by section."""
     options = cfg.bench
+    check_options(options)
     cfg = without_progress_bars(cfg)
     datamodule, model = build_parts(cfg)
     initial = copy.deepcopy(model.state_dict())
@@ -81,8 +82,10 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
     data_seconds = data_loop(datamodule.train_dataloader(), device, options.data_batches, clock)
     data = data_verdict(options.data_batches / data_seconds, loop["plain_steps_per_s"])
     memory = peak_memory(device)
-    startup = measure_startup(task_overrides(), options.startup_runs, options.clock)
-    startup["target_above_s"] = TARGET_ABOVE_IMPORT_S
+    startup = None
+    if options.startup_runs > 0:
+        startup = measure_startup(task_overrides(), options.startup_runs, options.clock)
+        startup["target_above_s"] = TARGET_ABOVE_IMPORT_S
     return {
         "setup": {
             "device": str(device),
@@ -199,9 +202,22 @@ def peak_memory(device: torch.device) -> dict[str, Any]:
     return {"measure": "peak RSS", "peak_mb": peak * per_unit / 2**20}
 
 
+def check_options(options: DictConfig) -> None:
+    """Reject counts the benchmark cannot run with, naming the fix."""
+    for name, least in (("steps", 1), ("warmup", 1), ("repeats", 1), ("data_batches", 1)):
+        if options[name] < least:
+            raise UserError(f"bench.{name}={options[name]} must be >= {least}; raise it")
+    if options.clock not in CLOCKS:
+        raise UserError(
+            f"bench.clock={options.clock} is not a clock; use one of {', '.join(CLOCKS)}"
+        )
+    if options.startup_runs < 0:
+        raise UserError(
+            f"bench.startup_runs={options.startup_runs} must be >= 0 (0 skips that section)"
+        )
+
+
 def pick_clock(name: str, device: torch.device) -> Clock:
-    if name not in CLOCKS:
-        raise UserError(f"bench.clock={name} is not a clock; use one of {', '.join(CLOCKS)}")
     if name == "cpu" and device.type != "cpu":
         raise UserError(
             f"bench.clock=cpu counts CPU time, which misses work on {device}; "

@@ -4,7 +4,7 @@ from typing import Any
 
 
 def table(results: dict[str, Any]) -> list[str]:
-    """One line per figure, grouped by section, in the order of ``bench.json``."""
+    """One line per figure, grouped by section."""
     setup, loop, data = results["setup"], results["loop"], results["data"]
     startup, memory = results["first_step"], results["memory"]
     lines = [
@@ -20,8 +20,24 @@ def table(results: dict[str, Any]) -> list[str]:
         row("data path alone", f"{data['batches_per_s']:.1f} batches/s"),
         row("model consumes", f"{data['model_steps_per_s']:.1f} steps/s"),
         row("verdict", data["verdict"]),
+        "memory",
+        row(memory["measure"], f"{memory['peak_mb']:.0f} MiB"),
+    ]
+    if startup:
+        lines += startup_rows(startup)
+    if results["precision"]:
+        lines.append("precision (project loop)")
+        for name, figures in results["precision"].items():
+            value = f"{figures['steps_per_s']:.1f} steps/s, {figures['peak_mb']:.0f} MiB peak"
+            lines.append(row(name, value))
+    return lines
+
+
+def startup_rows(startup: dict[str, Any]) -> list[str]:
+    parts = startup["parts"].items()
+    return [
         "time to first step (python -m <package>.train)",
-        *(row(f"  {name.replace('_', ' ')}", f"{s:.2f} s") for name, s in startup["parts"].items()),
+        *(row(f"  {name.replace('_', ' ')}", f"{seconds:.2f} s") for name, seconds in parts),
         row("total", f"{startup['seconds']:.2f} s"),
         row("python -c 'import lightning'", f"{startup['import_lightning_seconds']:.2f} s"),
         row(
@@ -29,15 +45,7 @@ def table(results: dict[str, Any]) -> list[str]:
             f"{startup['above_import_lightning_seconds']:.2f} s "
             f"(target <= {startup['target_above_s']} s)",
         ),
-        "memory",
-        row(memory["measure"], f"{memory['peak_mb']:.0f} MiB"),
     ]
-    if results["precision"]:
-        lines.append("precision (project loop)")
-        for name, figures in results["precision"].items():
-            value = f"{figures['steps_per_s']:.1f} steps/s, {figures['peak_mb']:.0f} MiB peak"
-            lines.append(row(name, value))
-    return lines
 
 
 def row(label: str, value: str) -> str:
