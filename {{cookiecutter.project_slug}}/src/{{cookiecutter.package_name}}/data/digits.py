@@ -112,6 +112,16 @@ class DigitsDataModule(LightningDataModule):
             generator=torch.Generator().manual_seed(self.hparams.seed),
         )
 
+    def transfer_batch_to_device(self, batch: Batch, device: torch.device, index: int) -> Batch:
+        # A batch is a pair of tensors: move them directly. Lightning's default walks any
+        # nested structure, which costs a small model a noticeable share of its step.
+        inputs, targets = batch
+        non_blocking = device.type == "cuda"  # pinned host batches copy while compute runs
+        return (
+            inputs.to(device, non_blocking=non_blocking),
+            targets.to(device, non_blocking=non_blocking),
+        )
+
     def state_dict(self) -> dict[str, float]:
         return {"mean": self.mean, "std": self.std}
 

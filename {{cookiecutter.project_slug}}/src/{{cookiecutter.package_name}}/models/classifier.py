@@ -9,7 +9,6 @@ from typing import Any
 
 from hydra.utils import instantiate
 from lightning import LightningModule
-import torch
 from torch import Tensor, nn
 from torchmetrics.classification import MulticlassAccuracy
 
@@ -56,15 +55,6 @@ class Classifier(LightningModule):
 
     def forward(self, inputs: Tensor) -> Tensor:
         return self.net(inputs)
-
-    def transfer_batch_to_device(self, batch: Batch, device: torch.device, index: int) -> Batch:
-        # A batch is a pair of tensors: move them directly. Lightning's default walks any
-        # nested structure, which costs a small model a noticeable share of its step.
-        inputs, targets = batch
-        non_blocking = device.type == "cuda"  # pinned host batches copy while compute runs
-        return inputs.to(device, non_blocking=non_blocking), targets.to(
-            device, non_blocking=non_blocking
-        )
 
     def on_train_epoch_start(self) -> None:
         self.train_stats.reset(self.device)

@@ -30,7 +30,8 @@ class EpochStats:
         """Add one batch: its mean ``loss``, ``logits`` (B, C) and ``targets`` (B,)."""
         self.loss_sum += loss.detach() * len(targets)
         cells = targets * self.num_classes + logits.detach().argmax(dim=1)  # (B,) row-major
-        self.confusion += torch.bincount(cells, minlength=self.num_classes**2)
+        # scatter_add_, not bincount: bincount reads the largest index back to the host on CUDA
+        self.confusion.scatter_add_(0, cells, torch.ones_like(cells))
 
     def compute(self, sum_over_ranks: Reduce | None = None) -> tuple[Tensor, Tensor]:
         """Mean loss and macro accuracy of what was added since the last reset.
