@@ -79,7 +79,7 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
     clock = pick_clock(options.clock, device)
     loop = compare_loops(cfg, fresh_model, datamodule, device, precision, clock)
     loop["target_ratio"] = TARGET_RATIO
-    data_seconds = data_loop(datamodule.train_dataloader(), device, options.data_batches, clock)
+    data_seconds = data_loop(datamodule, device, options.data_batches, clock)
     data = data_verdict(options.data_batches / data_seconds, loop["plain_steps_per_s"])
     memory = peak_memory(device)
     startup = None

@@ -7,13 +7,12 @@ size and precision. Neither validates nor saves checkpoints inside the timed ste
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
 from lightning import Callback, LightningDataModule, LightningModule, Trainer
-from lightning.fabric.utilities.apply_func import move_data_to_device
 from omegaconf import DictConfig
 from torch import Tensor
 from torch.nn import functional as F  # noqa: N812
@@ -158,18 +157,26 @@ def autocast_for(precision: str, device: torch.device) -> AbstractContextManager
 
 
 def data_loop(
-    loader: Iterable, device: torch.device, batches: int, clock: Clock = time.perf_counter
+    datamodule: LightningDataModule,
+    device: torch.device,
+    batches: int,
+    clock: Clock = time.perf_counter,
 ) -> float:
-    """Seconds the data path takes to deliver ``batches`` batches onto ``device`` alone."""
+    """Seconds the train data path takes to deliver ``batches`` batches onto ``device`` alone.
+
+    The path is the one a fit takes: the data module's train loader, a new epoch set on its
+    sampler, and its ``transfer_batch_to_device`` hook.
+    """
+    loader = datamodule.train_dataloader()
+    sampler = getattr(loader, "sampler", None)
     delivered, epoch = 0, 0
     synchronize(device)
     started = clock()
     while delivered < batches:
-        sampler = getattr(loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)  # as Lightning does before every epoch
+            sampler.set_epoch(epoch)
         for batch in loader:
-            move_data_to_device(batch, device)  # what Lightning does with every batch
+            datamodule.transfer_batch_to_device(batch, device, 0)
             delivered += 1
             if delivered == batches:
                 break
