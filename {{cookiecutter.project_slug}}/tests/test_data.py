@@ -1,5 +1,7 @@
 """The digits data module: shapes, fixed splits, train-only statistics, replayable order."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -141,3 +143,17 @@ def test_worker_loader_yields_the_same_batches_as_the_in_memory_one() -> None:
     for (inputs, targets), (inputs_w, targets_w) in zip(*batches, strict=True):
         assert torch.equal(inputs, inputs_w)
         assert torch.equal(targets, targets_w)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_small_data_lives_on_the_gpu(tmp_path: Path) -> None:
+    from lightning import Trainer
+
+    datamodule = data.DigitsDataModule(seed=0)
+    datamodule.setup()
+    datamodule.trainer = Trainer(
+        accelerator="gpu", devices=1, logger=False, default_root_dir=tmp_path
+    )
+    inputs, targets = next(iter(datamodule.train_dataloader()))
+    assert inputs.device.type == targets.device.type == "cuda"  # no copy left for each step
