@@ -48,6 +48,7 @@ TARGET_ABOVE_IMPORT_S = 1.5  # time to first step minus `python -c "import light
 
 def bench(cfg: DictConfig) -> dict[str, Any]:
     """Run every section; write ``bench.json`` in the run directory; return its content."""
+    check_options(cfg.bench)
     run_dir = prepare_run(cfg)
     with quiet_lightning():
         results = run_sections(cfg)
@@ -61,7 +62,6 @@ def bench(cfg: DictConfig) -> dict[str, Any]:
 def run_sections(cfg: DictConfig) -> dict[str, Any]:
     """Every figure of the benchmark, grouped by section."""
     options = cfg.bench
-    check_options(options)
     cfg = without_progress_bars(cfg)
     datamodule, model = build_parts(cfg)
     initial = copy.deepcopy(model.state_dict())
