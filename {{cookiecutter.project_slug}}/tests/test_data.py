@@ -1,5 +1,8 @@
 """The digits data module: shapes, fixed splits, train-only statistics, replayable order."""
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 
@@ -97,3 +100,60 @@ def test_sampler_shards_are_disjoint_and_equal_length() -> None:
     covered = set(shards[0].tolist()) | set(shards[1].tolist())
     assert covered == set(range(101))
     assert len(set(shards[0].tolist()) & set(shards[1].tolist())) == 1  # the one padding index
+
+
+def test_digits_read_from_file_equal_scikit_learn_load_digits() -> None:
+    from sklearn.datasets import load_digits
+
+    pixels, labels = module("data.digits").read_digits()
+    reference = load_digits()
+    assert np.array_equal(pixels, reference.data)
+    assert np.array_equal(labels, reference.target)
+
+
+def test_train_loader_yields_its_samplers_batches(digits: "data.DigitsDataModule") -> None:
+    loader = digits.train_dataloader()
+    assert isinstance(loader.sampler, sampling.EpochBatchSampler)  # where Lightning looks
+    assert len(loader) == 20
+    twin = sampling.EpochBatchSampler(1258, 64, shuffle=True, seed=0)
+    split = digits.splits["train"]
+    for epoch in (0, 3):
+        loader.sampler.set_epoch(epoch)
+        twin.set_epoch(epoch)
+        for (inputs, targets), index in zip(loader, twin, strict=True):
+            assert torch.equal(inputs, split.inputs[index])
+            assert torch.equal(targets, split.targets[index])
+
+
+def test_train_loader_resumes_mid_epoch(digits: "data.DigitsDataModule") -> None:
+    loader = digits.train_dataloader()
+    full = [targets for _, targets in loader]
+    loader.sampler.load_state_dict({"epoch": 0, "skip": 15})
+    resumed = [targets for _, targets in loader]
+    assert len(resumed) == 5
+    assert all(torch.equal(a, b) for a, b in zip(resumed, full[15:], strict=True))
+
+
+def test_worker_loader_yields_the_same_batches_as_the_in_memory_one() -> None:
+    in_memory, workers = data.DigitsDataModule(seed=0), data.DigitsDataModule(seed=0, num_workers=1)
+    for datamodule in (in_memory, workers):
+        datamodule.setup()
+    batches = [list(dm.train_dataloader()) for dm in (in_memory, workers)]
+    assert len(batches[0]) == len(batches[1]) == 20
+    for (inputs, targets), (inputs_w, targets_w) in zip(*batches, strict=True):
+        assert torch.equal(inputs, inputs_w)
+        assert torch.equal(targets, targets_w)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_small_data_lives_on_the_gpu(tmp_path: Path) -> None:
+    from lightning import Trainer
+
+    datamodule = data.DigitsDataModule(seed=0)
+    datamodule.setup()
+    datamodule.trainer = Trainer(
+        accelerator="gpu", devices=1, logger=False, default_root_dir=tmp_path
+    )
+    inputs, targets = next(iter(datamodule.train_dataloader()))
+    assert inputs.device.type == targets.device.type == "cuda"  # no copy left for each step

@@ -4,6 +4,7 @@ Its hyperparameters are plain dicts (each with a ``_target_``), so a checkpoint 
 with ``torch.load(weights_only=True)`` and can rebuild its own model without the config.
 """
 
+import functools
 from typing import Any
 
 from hydra.utils import instantiate
@@ -14,12 +15,16 @@ from torch.optim import Optimizer
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..utils.config import to_plain
+from .epoch_stats import EpochStats
 
 Batch = tuple[Tensor, Tensor]
 
 
 class Classifier(LightningModule):
-    """Cross-entropy classification with torchmetrics accuracy.
+    """Cross-entropy classification, with macro accuracy per epoch.
+
+    Training loss and accuracy are summed on the device and logged once per epoch
+    (:class:`EpochStats`); validation and test use torchmetrics.
 
     Args:
         net: config of the network, e.g. ``{"_target_": "...SmallCNN", "num_classes": 10}``.
@@ -53,19 +58,23 @@ class Classifier(LightningModule):
         if compile:
             self.net.compile()  # compiles the module's call in place; state_dict keys unchanged
         self.loss = nn.CrossEntropyLoss()
-        self.train_acc = MulticlassAccuracy(num_classes)
+        self.train_stats = EpochStats(num_classes)
         self.val_acc = MulticlassAccuracy(num_classes)
         self.test_acc = MulticlassAccuracy(num_classes)
 
     def forward(self, inputs: Tensor) -> Tensor:
         return self.net(inputs)
 
+    def on_train_epoch_start(self) -> None:
+        self.train_stats.reset(self.device)
+
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         inputs, targets = batch
         logits = self.net(inputs)
         loss = self.loss(logits, targets)
-        self.train_acc.update(logits.detach(), targets)
-        self.log("train/loss", loss, on_step=False, on_epoch=True)
+        # Accumulated on the device and logged once per epoch: a per-step `self.log` or
+        # metric update costs more than a small model's whole step.
+        self.train_stats.update(loss, logits, targets)
         return loss
 
     def on_before_optimizer_step(self, optimizer: Optimizer) -> None:
@@ -76,8 +85,10 @@ class Classifier(LightningModule):
             self.log("train/grad_norm", get_total_norm(grads), on_step=True, on_epoch=False)
 
     def on_train_epoch_end(self) -> None:
-        self.log("train/acc", self.train_acc.compute())
-        self.train_acc.reset()
+        sum_over_ranks = functools.partial(self.trainer.strategy.reduce, reduce_op="sum")
+        loss, accuracy = self.train_stats.compute(sum_over_ranks)
+        self.log("train/loss", loss)
+        self.log("train/acc", accuracy)
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, "val", self.val_acc)

@@ -1,0 +1,254 @@
+"""Benchmark the training loop on this machine; print a table and write ``bench.json``.
+
+python -m <package>.bench                                    # default model, data and device
+python -m <package>.bench model=mlp data.batch_size=128 bench.steps=500 trainer=cpu
+
+Sections: the project's Lightning loop against a plain PyTorch loop, the data path alone,
+time to first step, peak memory and, on CUDA, fp32 against mixed precision.
+"""
+
+import copy
+import logging
+import platform
+import resource
+import statistics
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import lightning
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class, instantiate
+from lightning import LightningDataModule, LightningModule
+from lightning.pytorch.callbacks import ProgressBar
+from omegaconf import DictConfig
+
+from .benchmarks.loops import (
+    CLOCKS,
+    Clock,
+    data_loop,
+    lightning_loop,
+    plain_loop,
+    quiet_lightning,
+    train_tensors,
+)
+from .benchmarks.report import table
+from .benchmarks.startup import measure_startup
+from .utils.entry import command
+from .utils.errors import UserError
+from .utils.files import write_json
+from .utils.run import build_parts, prepare_run
+
+log = logging.getLogger(__name__)
+
+TARGET_RATIO = 0.90  # the project loop's steps/s over the plain loop's
+TARGET_ABOVE_IMPORT_S = 1.5  # time to first step minus `python -c "import lightning"`
+
+
+def bench(cfg: DictConfig) -> dict[str, Any]:
+    """Run every section; write ``bench.json`` in the run directory; return its content."""
+    check_options(cfg.bench)
+    run_dir = prepare_run(cfg)
+    with quiet_lightning():
+        results = run_sections(cfg)
+    write_json(run_dir / "bench.json", results)
+    for line in table(results):
+        log.info(line)
+    log.info("bench.json: %s", run_dir / "bench.json")
+    return results
+
+
+def run_sections(cfg: DictConfig) -> dict[str, Any]:
+    """Every figure of the benchmark, grouped by section."""
+    options = cfg.bench
+    cfg = without_progress_bars(cfg)
+    datamodule, model = build_parts(cfg)
+    initial = copy.deepcopy(model.state_dict())
+
+    def fresh_model() -> LightningModule:
+        """A new model with the same initial weights, so every run starts alike."""
+        built = instantiate(cfg.model, _recursive_=False)
+        built.load_state_dict(initial)
+        return built
+
+    # A short warm-up run picks the device and precision and sets the global flags a
+    # real run sets (e.g. deterministic algorithms), so both loops run under them.
+    _, trainer = lightning_loop(cfg, fresh_model(), datamodule, steps=1, warmup=options.warmup)
+    device, precision = trainer.strategy.root_device, trainer.precision
+    clock = pick_clock(options.clock, device)
+    loop = compare_loops(cfg, fresh_model, datamodule, device, precision, clock)
+    loop["target_ratio"] = TARGET_RATIO
+    data_seconds = data_loop(datamodule, device, options.data_batches, clock)
+    data = data_verdict(options.data_batches / data_seconds, loop["plain_steps_per_s"])
+    memory = peak_memory(device)
+    startup = None
+    if options.startup_runs > 0:
+        startup = measure_startup(task_overrides(), options.startup_runs, options.clock)
+        startup["target_above_s"] = TARGET_ABOVE_IMPORT_S
+    return {
+        "setup": {
+            "device": str(device),
+            "device_name": device_name(device),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "lightning": lightning.__version__,
+            "model": cfg.model.net._target_.rsplit(".", 1)[-1],
+            "batch_size": datamodule.hparams.batch_size,
+            "precision": precision,
+            "steps": options.steps,
+            "warmup": options.warmup,
+            "repeats": options.repeats,
+            "clock": options.clock,
+        },
+        "loop": loop,
+        "data": data,
+        "first_step": startup,
+        "memory": memory,
+        "precision": (
+            compare_precisions(cfg, fresh_model, datamodule, device)
+            if device.type == "cuda"
+            else None
+        ),
+    }
+
+
+def compare_loops(
+    cfg: DictConfig,
+    fresh_model: Callable[[], LightningModule],
+    datamodule: LightningDataModule,
+    device: torch.device,
+    precision: str,
+    clock: Clock,
+) -> dict[str, Any]:
+    """Steps/s of the plain and the project loop, alternated ``bench.repeats`` times."""
+    options = cfg.bench
+    inputs, targets = train_tensors(datamodule, device)
+    plain, real = [], []
+    for _ in range(options.repeats):
+        seconds = plain_loop(
+            fresh_model().to(device),
+            inputs,
+            targets,
+            batch_size=datamodule.hparams.batch_size,
+            steps=options.steps,
+            warmup=options.warmup,
+            precision=precision,
+            clock=clock,
+        )
+        plain.append(options.steps / seconds)
+        seconds, _ = lightning_loop(
+            cfg, fresh_model(), datamodule, steps=options.steps, warmup=options.warmup, clock=clock
+        )
+        real.append(options.steps / seconds)
+    plain_rate, real_rate = statistics.median(plain), statistics.median(real)
+    return {
+        "plain_steps_per_s": plain_rate,
+        "lightning_steps_per_s": real_rate,
+        "ratio": real_rate / plain_rate,
+        "overhead_us_per_step": (1 / real_rate - 1 / plain_rate) * 1e6,
+        "plain_runs": plain,
+        "lightning_runs": real,
+    }
+
+
+def data_verdict(rate: float, model_rate: float) -> dict[str, Any]:
+    """Batches/s of the train data path alone, against the steps/s the model consumes."""
+    return {
+        "batches_per_s": rate,
+        "model_steps_per_s": model_rate,
+        "verdict": "data-bound" if rate < model_rate else "compute-bound",
+    }
+
+
+def compare_precisions(
+    cfg: DictConfig,
+    fresh_model: Callable[[], LightningModule],
+    datamodule: LightningDataModule,
+    device: torch.device,
+) -> dict[str, dict[str, float]]:
+    """Steps/s and peak memory of the project loop in fp32 and in mixed precision (CUDA)."""
+    options = cfg.bench
+    mixed = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+    runs: dict[str, list[tuple[float, float]]] = {"32-true": [], mixed: []}
+    for _ in range(options.repeats):
+        for precision, figures in runs.items():
+            torch.cuda.reset_peak_memory_stats(device)
+            seconds, _ = lightning_loop(
+                cfg,
+                fresh_model(),
+                datamodule,
+                steps=options.steps,
+                warmup=options.warmup,
+                precision=precision,
+            )
+            figures.append((options.steps / seconds, torch.cuda.max_memory_allocated(device)))
+    return {
+        precision: {
+            "steps_per_s": statistics.median(rate for rate, _ in figures),
+            "peak_mb": max(peak for _, peak in figures) / 2**20,
+        }
+        for precision, figures in runs.items()
+    }
+
+
+def peak_memory(device: torch.device) -> dict[str, Any]:
+    """Peak device memory on CUDA, else the process's peak resident set size."""
+    if device.type == "cuda":
+        peak_bytes = torch.cuda.max_memory_allocated(device)
+        return {"measure": "max_memory_allocated", "peak_mb": peak_bytes / 2**20}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    per_unit = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+    return {"measure": "peak RSS", "peak_mb": peak * per_unit / 2**20}
+
+
+def check_options(options: DictConfig) -> None:
+    """Reject counts the benchmark cannot run with, naming the fix."""
+    for name, least in (("steps", 1), ("warmup", 1), ("repeats", 1), ("data_batches", 1)):
+        if options[name] < least:
+            raise UserError(f"bench.{name}={options[name]} must be >= {least}; raise it")
+    if options.clock not in CLOCKS:
+        raise UserError(
+            f"bench.clock={options.clock} is not a clock; use one of {', '.join(CLOCKS)}"
+        )
+    if options.startup_runs < 0:
+        raise UserError(
+            f"bench.startup_runs={options.startup_runs} must be >= 0 (0 skips that section)"
+        )
+
+
+def pick_clock(name: str, device: torch.device) -> Clock:
+    if name == "cpu" and device.type != "cpu":
+        raise UserError(
+            f"bench.clock=cpu counts CPU time, which misses work on {device}; "
+            "use bench.clock=wall there"
+        )
+    return CLOCKS[name]
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or platform.machine()
+
+
+def without_progress_bars(cfg: DictConfig) -> DictConfig:
+    """A copy of ``cfg`` whose callbacks hold no progress bar: it would be timed too."""
+    cfg = copy.deepcopy(cfg)
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if node is not None and issubclass(get_class(node._target_), ProgressBar):
+            cfg.callbacks[name] = None
+    return cfg
+
+
+def task_overrides() -> list[str]:
+    """The command line's overrides that a training run understands (no ``bench.*``)."""
+    if not HydraConfig.initialized():
+        return []
+    return [o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith("bench.")]
+
+
+main = command("bench")(bench)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Timed training loops: the project's Lightning loop, and the plain PyTorch loop it is held to.
+
+Both time the same number of steps after the same warm-up, on the same model, data, batch
+size and precision. Neither validates nor saves checkpoints inside the timed steps.
+"""
+
+import logging
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
+
+import torch
+from lightning import Callback, LightningDataModule, LightningModule, Trainer
+from omegaconf import DictConfig
+from torch import Tensor
+from torch.nn import functional as F  # noqa: N812
+
+from ..utils.errors import UserError
+from ..utils.run import build_trainer
+
+Clock = Callable[[], float]
+AUTOCAST_DTYPES = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+# wall: real elapsed time. cpu: this process's CPU time, steadier on a machine other work
+# shares, and the same thing as wall time for a single-threaded CPU run left alone.
+CLOCKS: dict[str, Clock] = {"wall": time.perf_counter, "cpu": time.process_time}
+NEVER = 1_000_000  # check_val_every_n_epoch that keeps validation out of the timed steps
+
+
+@contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Hide what Lightning says on every fit: the benchmark runs many of them."""
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*exists and is not empty")
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued device work, so a clock read after it is honest."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class StepClock(Callback):
+    """Time training steps ``warmup + 1`` to ``warmup + steps`` of a fit."""
+
+    def __init__(self, warmup: int, steps: int, clock: Clock) -> None:
+        self.clock = clock
+        self.warmup = warmup
+        self.steps = steps
+        self.count = 0
+        self.started = 0.0
+        self.seconds = float("nan")
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, index: int
+    ) -> None:
+        self.count += 1
+        if self.count == self.warmup or self.count == self.warmup + self.steps:
+            synchronize(pl_module.device)
+            now = self.clock()
+            if self.count == self.warmup:
+                self.started = now
+            else:
+                self.seconds = now - self.started
+
+
+def lightning_loop(
+    cfg: DictConfig,
+    model: LightningModule,
+    datamodule: LightningDataModule,
+    *,
+    steps: int,
+    warmup: int,
+    clock: Clock = time.perf_counter,
+    **trainer_overrides: Any,
+) -> tuple[float, Trainer]:
+    """Seconds for ``steps`` steps of the project's own Trainer, callbacks and loggers.
+
+    Only what a benchmark must change is changed: a step budget instead of epochs, and no
+    validation (so no checkpoint is written either) inside the timed steps.
+    """
+    timer = StepClock(warmup, steps, clock)
+    trainer = build_trainer(
+        cfg,
+        callbacks=[timer],
+        max_steps=warmup + steps,
+        max_epochs=-1,
+        check_val_every_n_epoch=NEVER,
+        num_sanity_val_steps=0,
+        enable_progress_bar=False,
+        **trainer_overrides,
+    )
+    trainer.fit(model, datamodule=datamodule)
+    return timer.seconds, trainer
+
+
+def plain_loop(
+    model: LightningModule,
+    inputs: Tensor,
+    targets: Tensor,
+    *,
+    batch_size: int,
+    steps: int,
+    warmup: int,
+    precision: str,
+    clock: Clock = time.perf_counter,
+) -> float:
+    """Seconds for ``steps`` steps of a hand-written loop; the fastest a loop gets.
+
+    Shuffled batches are sliced from tensors already on the model's device: no DataLoader,
+    no hooks, no logging. The optimizer is the model's own (``configure_optimizers``).
+    """
+    device = inputs.device
+    optimizer = model.configure_optimizers()["optimizer"]
+    autocast = autocast_for(precision, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
+    net = model.net.train()
+    step = 0
+    started = clock()
+    while True:
+        order = torch.randperm(len(inputs), device=device)
+        for index in order.split(batch_size):
+            with autocast:
+                loss = F.cross_entropy(net(inputs[index]), targets[index])
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            step += 1
+            if step == warmup:
+                synchronize(device)
+                started = clock()
+            elif step == warmup + steps:
+                synchronize(device)
+                return clock() - started
+
+
+def autocast_for(precision: str, device: torch.device) -> AbstractContextManager:
+    """The autocast context Lightning uses for ``precision``."""
+    if precision not in AUTOCAST_DTYPES:
+        raise UserError(
+            f"trainer.precision={precision} is not one the benchmark's plain loop can mirror "
+            f"({', '.join(AUTOCAST_DTYPES)}); pick one of those"
+        )
+    dtype = AUTOCAST_DTYPES[precision]
+    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
+
+
+def data_loop(
+    datamodule: LightningDataModule,
+    device: torch.device,
+    batches: int,
+    clock: Clock = time.perf_counter,
+) -> float:
+    """Seconds the train data path takes to deliver ``batches`` batches onto ``device`` alone.
+
+    The path is the one a fit takes: the data module's train loader, a new epoch set on its
+    sampler, and its ``transfer_batch_to_device`` hook.
+    """
+    loader = datamodule.train_dataloader()
+    sampler = getattr(loader, "sampler", None)
+    delivered, epoch = 0, 0
+    synchronize(device)
+    started = clock()
+    while delivered < batches:
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        for batch in loader:
+            datamodule.transfer_batch_to_device(batch, device, 0)
+            delivered += 1
+            if delivered == batches:
+                break
+        epoch += 1
+    synchronize(device)
+    return clock() - started
+
+
+def train_tensors(datamodule: LightningDataModule, device: torch.device) -> tuple[Tensor, Tensor]:
+    """The train split's inputs and targets, on ``device``."""
+    datamodule.setup("fit")
+    split = datamodule.splits["train"]
+    return split.inputs.to(device), split.targets.to(device)

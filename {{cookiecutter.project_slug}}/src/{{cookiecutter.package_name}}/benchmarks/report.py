@@ -1,0 +1,52 @@
+"""The benchmark's results as the table ``bench.py`` prints."""
+
+from typing import Any
+
+
+def table(results: dict[str, Any]) -> list[str]:
+    """One line per figure, grouped by section."""
+    setup, loop, data = results["setup"], results["loop"], results["data"]
+    startup, memory = results["first_step"], results["memory"]
+    lines = [
+        f"benchmark on {setup['device_name']} ({setup['device']}, {setup['threads']} threads), "
+        f"{setup['model']}, batch {setup['batch_size']}, {setup['precision']}, "
+        f"{setup['steps']} steps x {setup['repeats']} repeats (medians), {setup['clock']} clock",
+        "loop efficiency (validation and checkpoints not timed)",
+        row("plain PyTorch loop", f"{loop['plain_steps_per_s']:.1f} steps/s"),
+        row("project loop (Lightning)", f"{loop['lightning_steps_per_s']:.1f} steps/s"),
+        row("ratio", f"{loop['ratio']:.3f} (target >= {loop['target_ratio']})"),
+        row("framework overhead", f"{loop['overhead_us_per_step']:.0f} us/step"),
+        "data pipeline",
+        row("data path alone", f"{data['batches_per_s']:.1f} batches/s"),
+        row("model consumes", f"{data['model_steps_per_s']:.1f} steps/s"),
+        row("verdict", data["verdict"]),
+        "memory",
+        row(memory["measure"], f"{memory['peak_mb']:.0f} MiB"),
+    ]
+    if startup:
+        lines += startup_rows(startup)
+    if results["precision"]:
+        lines.append("precision (project loop)")
+        for name, figures in results["precision"].items():
+            value = f"{figures['steps_per_s']:.1f} steps/s, {figures['peak_mb']:.0f} MiB peak"
+            lines.append(row(name, value))
+    return lines
+
+
+def startup_rows(startup: dict[str, Any]) -> list[str]:
+    parts = startup["parts"].items()
+    return [
+        "time to first step (python -m <package>.train)",
+        *(row(f"  {name.replace('_', ' ')}", f"{seconds:.2f} s") for name, seconds in parts),
+        row("total", f"{startup['seconds']:.2f} s"),
+        row("python -c 'import lightning'", f"{startup['import_lightning_seconds']:.2f} s"),
+        row(
+            "above import lightning",
+            f"{startup['above_import_lightning_seconds']:.2f} s "
+            f"(target <= {startup['target_above_s']} s)",
+        ),
+    ]
+
+
+def row(label: str, value: str) -> str:
+    return f"  {label:<30} {value}"

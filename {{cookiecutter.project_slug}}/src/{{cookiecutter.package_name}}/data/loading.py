@@ -1,0 +1,65 @@
+"""Loaders over in-memory tensors, and where those tensors should live.
+
+With ``num_workers=0`` a ``DataLoader`` only adds per-batch machinery (fetcher, collation
+checks) on top of indexing the tensors; :class:`InMemoryLoader` indexes them directly. On
+CUDA, data small enough lives on the GPU, so no step waits on a host-to-device copy.
+"""
+
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor
+
+from .sampling import EpochBatchSampler, TensorPairs
+
+DEVICE_SHARE = 0.25  # data moves onto the GPU if it takes at most this share of free memory
+
+
+class InMemoryLoader:
+    """Batches indexed straight from ``data`` in the order of an :class:`EpochBatchSampler`.
+
+    ``sampler`` (and ``batch_sampler = None``) are exposed as a DataLoader built with
+    ``sampler=..., batch_size=None`` exposes them, so Lightning's ``set_epoch`` and resume
+    code reach the sampler the same way. The sampler is read lazily, one batch
+    at a time, exactly as a DataLoader reads it.
+
+    Args:
+        data: inputs and targets, on the CPU or already on the training device.
+        sampler: yields one tensor of row indices per batch.
+        pin_memory: return batches in pinned host memory, so the copy to a CUDA device
+            can overlap compute (for host data on a CUDA run).
+    """
+
+    def __init__(
+        self, data: TensorPairs, sampler: EpochBatchSampler, *, pin_memory: bool = False
+    ) -> None:
+        self.data = data
+        self.sampler = sampler
+        self.batch_sampler = None
+        self.pin_memory = pin_memory
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        device = self.data.inputs.device
+        for index in self.sampler:
+            if device.type == "cuda":  # a pinned index copies without stalling the GPU
+                index = index.pin_memory().to(device, non_blocking=True)
+            inputs, targets = self.data[index]
+            if self.pin_memory:
+                inputs, targets = inputs.pin_memory(), targets.pin_memory()
+            yield inputs, targets
+
+
+def in_memory_loader(
+    data: TensorPairs, sampler: EpochBatchSampler, device: torch.device
+) -> InMemoryLoader:
+    """The loader for a run on ``device``: data on the GPU if it fits, else pinned batches."""
+    if device.type != "cuda":
+        return InMemoryLoader(data, sampler)
+    free, _ = torch.cuda.mem_get_info(device)
+    if data.inputs.nbytes + data.targets.nbytes <= DEVICE_SHARE * free:
+        on_device = TensorPairs(data.inputs.to(device), data.targets.to(device))
+        return InMemoryLoader(on_device, sampler)
+    return InMemoryLoader(data, sampler, pin_memory=True)

@@ -1,0 +1,51 @@
+"""The benchmark runs the real loop and the plain loop and reports every figure."""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from support import compose_config, module, read_json
+
+bench = module("bench")
+UserError = module("utils.errors").UserError
+
+# A few steps of each section: enough to run every code path, too few for useful figures.
+TINY = [
+    "bench.steps=3",
+    "bench.warmup=1",
+    "bench.repeats=1",
+    "bench.data_batches=3",
+    "bench.startup_runs=0",
+    "trainer.accelerator=cpu",
+]
+
+
+def test_bench_reports_loop_data_and_memory_figures(tmp_path: Path) -> None:
+    results = bench.bench(compose_config(tmp_path, TINY, "bench"))
+    assert read_json(tmp_path / "bench.json") == results
+    figures = [
+        *(results["loop"][key] for key in ("plain_steps_per_s", "lightning_steps_per_s", "ratio")),
+        results["data"]["batches_per_s"],
+        results["memory"]["peak_mb"],
+    ]
+    assert all(math.isfinite(value) and value > 0 for value in figures), figures
+    assert math.isfinite(results["loop"]["overhead_us_per_step"])
+    assert results["data"]["verdict"] in {"data-bound", "compute-bound"}
+    assert results["setup"]["model"] == "SmallCNN"
+    assert results["first_step"] is None  # bench.startup_runs=0 skips it
+    assert results["precision"] is None  # a CUDA-only section
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("bench.steps=0", "bench.steps=0 must be >= 1"),
+        ("bench.clock=sundial", "bench.clock=sundial is not a clock; use one of wall, cpu"),
+        ("bench.startup_runs=-1", "bench.startup_runs=-1 must be >= 0"),
+    ],
+)
+def test_bad_bench_option_is_one_clear_error(tmp_path: Path, override: str, message: str) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        bench.bench(compose_config(tmp_path, [*TINY, override], "bench"))
