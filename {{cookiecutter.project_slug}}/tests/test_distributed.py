@@ -170,7 +170,7 @@ def test_ddp_cpu_two_processes_then_resume(tmp_path: Path) -> None:
     check_ranks(tmp_path / "p1", [0], tmp_path)
     # Lightning's launcher gives rank 1 the same directory, with its own log file.
     assert {p.name for p in run_dir.iterdir()} == {
-        ".hydra", "checkpoints", "config.yaml", "csv", "metrics.json", "train.log",
+        ".hydra", "checkpoints", "config.yaml", "csv", "metrics.json", "plots", "train.log",
         "train_ddp_process_1.log",
     }  # fmt: skip
 

