@@ -80,6 +80,12 @@ class Classifier(LightningModule):
     def on_before_optimizer_step(self, optimizer: Optimizer) -> None:
         # Gradients are unscaled (16-mixed) and not yet clipped: this is the norm that
         # trainer.gradient_clip_val is compared with. Under DDP they are already averaged.
+        # Only on the steps the logger writes: a per-step norm and `self.log` cost more
+        # than a small model's step. (Lightning writes when the step about to finish is a
+        # multiple of log_every_n_steps.)
+        every = self.trainer.log_every_n_steps
+        if not every or (self.trainer.global_step + 1) % every:
+            return
         grads = [p.grad for p in self.net.parameters() if p.grad is not None]
         if grads:
             self.log("train/grad_norm", get_total_norm(grads), on_step=True, on_epoch=False)
