@@ -97,6 +97,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/utils/rng.py",
     "src/digits_classifier/utils/run.py",
     "src/digits_classifier/utils/summary.py",
+    "src/digits_classifier/utils/typos.py",
     "tests/conftest.py",
     "tests/support.py",
     "tests/test_bench.py",
