@@ -13,8 +13,8 @@ TEMPLATE = Path(__file__).resolve().parents[1]
 
 # Valid but awkward answers: quotes, apostrophe, backslash, non-ASCII, emoji, a newline.
 HOSTILE_ANSWERS = {
-    "project_name": "Café \"Ünïcode\" 🚀 Net",
-    "author_name": "O'Brien \"OB\" \\ Smith",
+    "project_name": 'Café "Ünïcode" 🚀 Net',
+    "author_name": 'O\'Brien "OB" \\ Smith',
     "author_email": "ob.smith+ml@example.co.uk",
     "description": "Line one: 'quotes' \"double\" \\ back.\nLine two 🚀 ünïcode: {braces}",
 }
@@ -35,8 +35,16 @@ def bake(output_dir: Path, **answers: str) -> Path:
 def bake_cli(output_dir: Path, *answers: str) -> subprocess.CompletedProcess:
     """Bake through the ``cookiecutter`` command, as a user would; answers are key=value."""
     return subprocess.run(
-        [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(output_dir),
-         str(TEMPLATE), *answers],
+        [
+            sys.executable,
+            "-m",
+            "cookiecutter",
+            "--no-input",
+            "-o",
+            str(output_dir),
+            str(TEMPLATE),
+            *answers,
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -47,8 +55,13 @@ def python_in(project: Path, *args: str, timeout: float = 900) -> subprocess.Com
     """Run ``python args...`` (this interpreter) in a baked project with ``src`` importable."""
     env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
     return subprocess.run(
-        [sys.executable, *args], cwd=project, env=env, capture_output=True, text=True,
-        timeout=timeout, check=False,
+        [sys.executable, *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -73,6 +86,11 @@ def tool(name: str) -> str:
 def run(*command: str, cwd: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
     """Run a command and capture its output; extra keyword arguments are environment values."""
     return subprocess.run(
-        list(command), cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True,
-        timeout=timeout, check=False,
+        list(command),
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )

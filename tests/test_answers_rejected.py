@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from conftest import bake_cli
 
 
@@ -11,7 +12,10 @@ from conftest import bake_cli
     [
         ("project_slug=My Project", "ERROR: project_slug 'My Project' must be lowercase"),
         ("project_slug=9lives", "ERROR: project_slug '9lives' must be lowercase"),
-        ("package_name=my-package", "ERROR: package_name 'my-package' is not a valid Python identifier"),
+        (
+            "package_name=my-package",
+            "ERROR: package_name 'my-package' is not a valid Python identifier",
+        ),
         ("package_name=2fast", "ERROR: package_name '2fast' is not a valid Python identifier"),
         ("package_name=import", "ERROR: package_name 'import' is a Python keyword"),
         ("package_name=torch", "ERROR: package_name 'torch' shadows the module 'torch'"),

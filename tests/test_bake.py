@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cookiecutter.main import cookiecutter
+
 from conftest import HOSTILE_ANSWERS, TEMPLATE, bake
 
 # The files of a bake with the default answers.
@@ -144,7 +145,6 @@ def expected_files(**answers: str) -> set[str]:
     return files
 
 
-
 def files_of(project: Path) -> set[str]:
     return {
         p.relative_to(project).as_posix()
@@ -181,8 +181,11 @@ def test_every_python_yaml_and_toml_file_parses(default_project: Path) -> None:
 def test_baked_code_is_lint_clean(default_project: Path) -> None:
     for args in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "."]):
         result = subprocess.run(
-            [sys.executable, "-m", "ruff", *args], cwd=default_project,
-            capture_output=True, text=True, check=False,
+            [sys.executable, "-m", "ruff", *args],
+            cwd=default_project,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert result.returncode == 0, result.stdout + result.stderr
 
@@ -191,7 +194,9 @@ def test_hostile_answers_land_as_data(tmp_path: Path) -> None:
     project = bake(tmp_path, **HOSTILE_ANSWERS)
     assert project.name == "cafe-unicode-net"
     meta = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert meta["authors"] == [{"name": HOSTILE_ANSWERS["author_name"], "email": HOSTILE_ANSWERS["author_email"]}]
+    assert meta["authors"] == [
+        {"name": HOSTILE_ANSWERS["author_name"], "email": HOSTILE_ANSWERS["author_email"]}
+    ]
     assert meta["description"] == " ".join(HOSTILE_ANSWERS["description"].split())
     assert HOSTILE_ANSWERS["author_name"] in (project / "LICENSE").read_text(encoding="utf-8")
     assert HOSTILE_ANSWERS["description"] in (project / "README.md").read_text(encoding="utf-8")

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from conftest import HOSTILE_ANSWERS, bake, python_in, tail
 
 
@@ -20,8 +21,11 @@ def test_baked_test_suite_passes(default_project: Path) -> None:
 @pytest.mark.slow
 def test_default_training_reaches_95_percent(default_project: Path, tmp_path: Path) -> None:
     result = python_in(
-        default_project, "-m", "digits_classifier.train",
-        "callbacks.progress_bar=null", f"paths.root_dir={tmp_path}",
+        default_project,
+        "-m",
+        "digits_classifier.train",
+        "callbacks.progress_bar=null",
+        f"paths.root_dir={tmp_path}",
     )
     assert result.returncode == 0, tail(result)
     [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()
@@ -45,6 +49,7 @@ def test_hostile_answers_bake_a_working_project(tmp_path: Path) -> None:
     project = bake(tmp_path, **HOSTILE_ANSWERS)
     lint = python_in(project, "-m", "ruff", "check", ".")
     assert lint.returncode == 0, tail(lint)
-    result = python_in(project, "-m", "pytest", "-q", "-x", "-m", "not slow",
-                    "-p", "no:cacheprovider")
+    result = python_in(
+        project, "-m", "pytest", "-q", "-x", "-m", "not slow", "-p", "no:cacheprovider"
+    )
     assert result.returncode == 0, tail(result)

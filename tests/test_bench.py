@@ -5,17 +5,43 @@ import math
 from pathlib import Path
 
 import pytest
+
 from conftest import python_in, tail
 
 # Every figure bench.json holds, by section (values are not checked: they depend on the machine).
 FIGURES = {
-    "setup": {"device", "device_name", "threads", "torch", "lightning", "model", "batch_size",
-              "precision", "steps", "warmup", "repeats", "clock"},
-    "loop": {"plain_steps_per_s", "lightning_steps_per_s", "ratio", "overhead_us_per_step",
-             "target_ratio", "plain_runs", "lightning_runs"},
+    "setup": {
+        "device",
+        "device_name",
+        "threads",
+        "torch",
+        "lightning",
+        "model",
+        "batch_size",
+        "precision",
+        "steps",
+        "warmup",
+        "repeats",
+        "clock",
+    },
+    "loop": {
+        "plain_steps_per_s",
+        "lightning_steps_per_s",
+        "ratio",
+        "overhead_us_per_step",
+        "target_ratio",
+        "plain_runs",
+        "lightning_runs",
+    },
     "data": {"batches_per_s", "model_steps_per_s", "verdict"},
-    "first_step": {"seconds", "parts", "import_lightning_seconds",
-                   "above_import_lightning_seconds", "target_above_s", "runs"},
+    "first_step": {
+        "seconds",
+        "parts",
+        "import_lightning_seconds",
+        "above_import_lightning_seconds",
+        "target_above_s",
+        "runs",
+    },
     "memory": {"measure", "peak_mb"},
 }
 STAGES = {"imports", "config", "model_build", "data_setup", "first_step"}
@@ -24,9 +50,16 @@ STAGES = {"imports", "config", "model_build", "data_setup", "first_step"}
 @pytest.mark.slow
 def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Path) -> None:
     result = python_in(
-        default_project, "-m", "digits_classifier.bench", "trainer.accelerator=cpu",
-        "bench.steps=5", "bench.warmup=2", "bench.repeats=1", "bench.data_batches=5",
-        "bench.startup_runs=1", f"paths.root_dir={tmp_path}",
+        default_project,
+        "-m",
+        "digits_classifier.bench",
+        "trainer.accelerator=cpu",
+        "bench.steps=5",
+        "bench.warmup=2",
+        "bench.repeats=1",
+        "bench.data_batches=5",
+        "bench.startup_runs=1",
+        f"paths.root_dir={tmp_path}",
     )
     assert result.returncode == 0, tail(result)
     [run_dir] = (tmp_path / "outputs" / "bench" / "runs").iterdir()
@@ -35,10 +68,19 @@ def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Pa
         assert set(results[section]) == names, section
     assert set(results["first_step"]["parts"]) == STAGES
     numbers = [
-        *(results["loop"][name] for name in ("plain_steps_per_s", "lightning_steps_per_s",
-                                             "ratio", "overhead_us_per_step")),
-        results["data"]["batches_per_s"], results["memory"]["peak_mb"],
-        results["first_step"]["seconds"], results["first_step"]["import_lightning_seconds"],
+        *(
+            results["loop"][name]
+            for name in (
+                "plain_steps_per_s",
+                "lightning_steps_per_s",
+                "ratio",
+                "overhead_us_per_step",
+            )
+        ),
+        results["data"]["batches_per_s"],
+        results["memory"]["peak_mb"],
+        results["first_step"]["seconds"],
+        results["first_step"]["import_lightning_seconds"],
         *results["first_step"]["parts"].values(),
     ]
     assert all(isinstance(n, float) and math.isfinite(n) for n in numbers), numbers

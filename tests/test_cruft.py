@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from conftest import TEMPLATE, run, tail, tool
 
 GIT_USER = {

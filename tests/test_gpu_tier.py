@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from conftest import python_in, tail
 
 

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import bake, python_in, run, tail
 from test_bake import expected_files, files_of
+
+from conftest import bake, python_in, run, tail
 
 LOGGERS = ["csv", "tensorboard", "wandb", "mlflow"]
 # Pins that exist only for one logger.

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from conftest import TEMPLATE, bake, run, tail, tool
 
 PIN = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+)", re.MULTILINE)
