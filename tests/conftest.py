@@ -65,6 +65,21 @@ def python_in(project: Path, *args: str, timeout: float = 900) -> subprocess.Com
     )
 
 
+def run_entry(
+    project: Path, entry: str, root: Path, *overrides: str
+) -> tuple[subprocess.CompletedProcess, Path | None]:
+    """``python -m <package>.<entry>`` with outputs under ``root``; the result and its run dir.
+
+    The run directory is ``None`` when the command wrote none.
+    """
+    package = next(p.name for p in (project / "src").iterdir() if (p / "__init__.py").is_file())
+    result = python_in(project, "-m", f"{package}.{entry}", *overrides, f"paths.root_dir={root}")
+    runs = root / "outputs" / entry / "runs"
+    found = list(runs.iterdir()) if runs.is_dir() else []
+    assert len(found) <= 1, found
+    return result, (found[0] if found else None)
+
+
 @pytest.fixture(scope="session")
 def default_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One project baked with the default answers, shared by read-only tests."""

@@ -67,7 +67,6 @@ EXPECTED_FILES = {
     "src/digits_classifier/data/__init__.py",
     "src/digits_classifier/data/digits.py",
     "src/digits_classifier/data/inputs.py",
-    "src/digits_classifier/data/raw.py",
     "src/digits_classifier/data/loading.py",
     "src/digits_classifier/data/sampling.py",
     "src/digits_classifier/doctor.py",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOSTILE_ANSWERS, bake, python_in, tail
+from conftest import HOSTILE_ANSWERS, bake, python_in, run_entry, tail
 
 
 @pytest.mark.slow
@@ -20,15 +20,8 @@ def test_baked_test_suite_passes(default_project: Path) -> None:
 
 @pytest.mark.slow
 def test_default_training_reaches_95_percent(default_project: Path, tmp_path: Path) -> None:
-    result = python_in(
-        default_project,
-        "-m",
-        "digits_classifier.train",
-        "callbacks.progress_bar=null",
-        f"paths.root_dir={tmp_path}",
-    )
+    result, run_dir = run_entry(default_project, "train", tmp_path, "callbacks.progress_bar=null")
     assert result.returncode == 0, tail(result)
-    [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["test"]["test/acc"] >= 0.95
     assert Path(metrics["best_checkpoint"]).is_file()

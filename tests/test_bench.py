@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import python_in, tail
+from conftest import run_entry, tail
 
 # Every figure bench.json holds, by section (values are not checked: they depend on the machine).
 FIGURES = {
@@ -49,20 +49,18 @@ STAGES = {"imports", "config", "model_build", "data_setup", "first_step"}
 
 @pytest.mark.slow
 def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Path) -> None:
-    result = python_in(
+    result, run_dir = run_entry(
         default_project,
-        "-m",
-        "digits_classifier.bench",
+        "bench",
+        tmp_path,
         "trainer.accelerator=cpu",
         "bench.steps=5",
         "bench.warmup=2",
         "bench.repeats=1",
         "bench.data_batches=5",
         "bench.startup_runs=1",
-        f"paths.root_dir={tmp_path}",
     )
     assert result.returncode == 0, tail(result)
-    [run_dir] = (tmp_path / "outputs" / "bench" / "runs").iterdir()
     results = json.loads((run_dir / "bench.json").read_text())
     for section, names in FIGURES.items():
         assert set(results[section]) == names, section

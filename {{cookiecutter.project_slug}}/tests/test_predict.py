@@ -20,7 +20,7 @@ def test_split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The default run's test split as a raw .npy file (what a user would feed), with labels."""
     datamodule = module("data").DigitsDataModule(seed=0)
     datamodule.setup("test")
-    raw = module("data.raw").raw_split(datamodule, "test")
+    raw = datamodule.raw_inputs("test").numpy()
     path = tmp_path_factory.mktemp("inputs") / "test.npy"
     np.save(path, raw)
     return {"path": path, "raw": raw, "labels": datamodule.splits["test"].targets.numpy()}

@@ -21,7 +21,6 @@ import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 
-from .data.raw import raw_split
 from .models.exportable import INPUT_NAME, OUTPUT_NAMES, RawInputClassifier, from_checkpoint
 from .models.runners import OnnxRunner, TorchRunner
 from .utils.checkpoint import load_checkpoint
@@ -45,7 +44,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     # The test split of the run that wrote the checkpoint: rows the model never trained on.
     datamodule = instantiate(cfg.data, **checkpoint.get("datamodule_hyper_parameters", {}))
     datamodule.setup("test")
-    inputs = raw_split(datamodule, "test")
+    inputs = datamodule.raw_inputs("test").numpy()
     if max(cfg.batch_sizes) > len(inputs):
         raise UserError(
             f"batch_sizes {list(cfg.batch_sizes)} asks for more rows than the test split has "

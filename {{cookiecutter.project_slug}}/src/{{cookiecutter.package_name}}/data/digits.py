@@ -49,6 +49,7 @@ class DigitsDataModule(LightningDataModule):
             )
         self.save_hyperparameters()
         self.splits: dict[str, TensorPairs] = {}
+        self.rows: dict[str, Tensor] = {}  # each split's row indices into load_raw()
         self.mean = 0.0
         self.std = 1.0
         self.train_sampler: EpochBatchSampler | None = None
@@ -79,7 +80,15 @@ class DigitsDataModule(LightningDataModule):
             name: TensorPairs((inputs[index] - self.mean) / self.std, targets[index])
             for name, index in parts.items()
         }
+        self.rows = parts
         log.info("digits: %s", ", ".join(f"{name} {len(self.splits[name])}" for name in SPLITS))
+
+    def raw_inputs(self, split: str) -> Tensor:
+        """The inputs of ``split`` before normalisation: what a user feeds the shipped model.
+
+        Exactly the rows of ``load_raw()`` the split holds (the data module must be set up).
+        """
+        return self.load_raw()[0][self.rows[split]]
 
     def train_dataloader(self) -> Iterable[Batch]:
         return self._loader("train", self.hparams.batch_size, shuffle=True)
