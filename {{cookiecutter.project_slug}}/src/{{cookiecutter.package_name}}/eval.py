@@ -7,10 +7,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import get_class, instantiate
+from hydra.utils import get_class
 from omegaconf import DictConfig
 
-from .utils.checkpoint import load_checkpoint, restore_model
+from .utils.checkpoint import load_checkpoint, restore_datamodule, restore_model
 from .utils.entry import command
 from .utils.errors import UserError
 from .utils.files import write_json
@@ -26,9 +26,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     checkpoint = load_checkpoint(cfg.ckpt_path)
     model = restore_model(get_class(cfg.model._target_), checkpoint, cfg.ckpt_path)
     run_dir = prepare_run(cfg)
-    # The training run's data settings (seed, fractions) fix which rows are the test split.
-    data_args = checkpoint.get("datamodule_hyper_parameters", {})
-    datamodule = instantiate(cfg.data, **data_args)
+    datamodule = restore_datamodule(cfg.data, checkpoint)  # the run's own test split
     trainer = build_trainer(cfg)
     results = trainer.test(model, datamodule=datamodule, verbose=False)
     metrics = {"test": as_floats(results[0]), "checkpoint": str(Path(cfg.ckpt_path).resolve())}

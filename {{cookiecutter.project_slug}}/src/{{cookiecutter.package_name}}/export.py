@@ -18,12 +18,12 @@ import numpy as np
 import onnx
 import onnxruntime
 import torch
-from hydra.utils import get_class, instantiate
+from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from .models.exportable import INPUT_NAME, OUTPUT_NAMES, RawInputClassifier, from_checkpoint
 from .models.runners import OnnxRunner, TorchRunner
-from .utils.checkpoint import load_checkpoint
+from .utils.checkpoint import load_checkpoint, restore_datamodule
 from .utils.entry import command
 from .utils.errors import UserError
 from .utils.files import write_atomic, write_json
@@ -42,7 +42,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     model = from_checkpoint(cfg, checkpoint, cfg.ckpt_path, data_class)
     prepare_run(cfg)
     # The test split of the run that wrote the checkpoint: rows the model never trained on.
-    datamodule = instantiate(cfg.data, **checkpoint.get("datamodule_hyper_parameters", {}))
+    datamodule = restore_datamodule(cfg.data, checkpoint)
     datamodule.setup("test")
     inputs = datamodule.raw_inputs("test").numpy()
     if max(cfg.batch_sizes) > len(inputs):

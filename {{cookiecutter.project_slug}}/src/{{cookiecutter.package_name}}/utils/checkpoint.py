@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning import LightningModule
+from hydra.utils import instantiate
+from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch import nn
 
@@ -70,6 +71,15 @@ def restore_model(
         ) from error
     load_weights(model, checkpoint, path)
     return model
+
+
+def restore_datamodule(data_cfg: Any, checkpoint: dict[str, Any]) -> LightningDataModule:
+    """The data module configured as in the checkpoint's run.
+
+    The run's data settings (seed, split fractions) are saved in the checkpoint and win over
+    the config, so the split is the one the model was trained and tested on.
+    """
+    return instantiate(data_cfg, **checkpoint.get("datamodule_hyper_parameters", {}))
 
 
 def load_weights(
