@@ -30,8 +30,11 @@ FIGURES = {
         "ratio",
         "overhead_us_per_step",
         "target_ratio",
+        "bare_lightning_steps_per_s",
+        "bare_ratio",
         "plain_runs",
         "lightning_runs",
+        "bare_lightning_runs",
     },
     "data": {"batches_per_s", "model_steps_per_s", "verdict"},
     "first_step": {
@@ -73,6 +76,8 @@ def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Pa
                 "lightning_steps_per_s",
                 "ratio",
                 "overhead_us_per_step",
+                "bare_lightning_steps_per_s",
+                "bare_ratio",
             )
         ),
         results["data"]["batches_per_s"],

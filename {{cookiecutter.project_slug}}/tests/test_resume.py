@@ -23,7 +23,7 @@ BASE = [
     f"trainer.max_epochs={EPOCHS}",
     f"model.scheduler.T_max={EPOCHS}",
     "callbacks.early_stopping=null",
-    "callbacks.step_checkpoint.every_n_train_steps=10",
+    "callbacks.model_checkpoint.last_every_n_steps=10",
 ]
 
 
@@ -109,6 +109,20 @@ def test_resume_mid_epoch_from_step_checkpoint_is_exact(
     assert_same_run(tmp_path, uninterrupted[workers])
 
 
+def test_last_checkpoint_follows_every_epoch_even_without_a_new_best(tmp_path: Path) -> None:
+    # In mode=min, val/acc (rising after epoch 0) never makes a new best after epoch 0.
+    never_better = [
+        "callbacks.model_checkpoint.mode=min",
+        "callbacks.model_checkpoint.last_every_n_steps=0",
+    ]
+    crash = ["+callbacks.crash._target_=test_resume.CrashAfter", "+callbacks.crash.step=45"]
+    with pytest.raises(CrashError):
+        run(tmp_path, *never_better, *crash)
+    checkpoints = tmp_path / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("*.ckpt")) == ["epoch_000.ckpt", "last.ckpt"]
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 40
+
+
 @pytest.mark.slow
 def test_without_exact_resume_a_mid_epoch_resume_differs(
     uninterrupted: dict[int, Path], tmp_path: Path
@@ -128,7 +142,7 @@ def test_resume_after_a_max_steps_stop_mid_epoch_warns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Lightning counts a max_steps stop as the end of the epoch: say so, do not stay silent."""
-    no_step_checkpoints = "callbacks.step_checkpoint.every_n_train_steps=0"
+    no_step_checkpoints = "callbacks.model_checkpoint.last_every_n_steps=0"
     run(tmp_path, "+trainer.max_steps=30", no_step_checkpoints)
     run(tmp_path, f"ckpt_path={tmp_path}/checkpoints/last.ckpt", no_step_checkpoints)
     assert "the checkpoint stopped 10 batches into epoch 1" in caplog.text

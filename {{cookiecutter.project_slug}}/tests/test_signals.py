@@ -32,7 +32,7 @@ ARGS = [
     *QUICK,
     "model.scheduler.T_max=3",
     "callbacks.early_stopping=null",
-    f"callbacks.step_checkpoint.every_n_train_steps={EVERY}",
+    f"callbacks.model_checkpoint.last_every_n_steps={EVERY}",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Trainer options: precision presets, gradient accumulation, clipping, grad norm, compile."""
+"""Trainer options: precision presets, accumulation, clipping, grad norm, compile, hooks."""
 
 import csv
 import math
@@ -15,6 +15,7 @@ precision = module("utils.precision")
 run = module("utils.run")
 UserError = module("utils.errors").UserError
 Classifier = module("models").Classifier
+STEP_HOOKS = module("callbacks.step_hooks").STEP_HOOKS
 
 # One plain-SGD step of a dropout-free MLP in fp32: updates follow the gradient exactly.
 ONE_SGD_STEP = [
@@ -28,7 +29,6 @@ ONE_SGD_STEP = [
     "trainer.max_epochs=1",
     "+trainer.limit_val_batches=0",
     "callbacks.model_checkpoint=null",
-    "callbacks.step_checkpoint=null",
     "callbacks.early_stopping=null",
     "+trainer.enable_checkpointing=false",
     "trainer.log_every_n_steps=1",
@@ -78,13 +78,17 @@ def test_run_records_the_precision_auto_chose(trained: dict[str, Any]) -> None:
     assert read_json(trained["run_dir"] / "metrics.json")["precision"] == expected
 
 
+def logged_grad_norms(run_dir: Path) -> dict[int, float]:
+    """``train/grad_norm`` by step, as the csv logger wrote it."""
+    with (run_dir / "csv" / "metrics.csv").open() as handle:
+        rows = csv.DictReader(handle)
+        return {int(r["step"]): float(r["train/grad_norm"]) for r in rows if r["train/grad_norm"]}
+
+
 def test_gradient_norm_is_logged(trained: dict[str, Any]) -> None:
-    with (trained["run_dir"] / "csv" / "metrics.csv").open() as handle:
-        norms = [
-            float(r["train/grad_norm"]) for r in csv.DictReader(handle) if r["train/grad_norm"]
-        ]
-    assert len(norms) == 6  # 60 steps, logged every 10
-    assert all(math.isfinite(n) and n > 0 for n in norms)
+    norms = logged_grad_norms(trained["run_dir"])
+    assert list(norms) == [9, 19, 29, 39, 49, 59]  # 60 steps, logged every 10 (0-based)
+    assert all(math.isfinite(n) and n > 0 for n in norms.values())
 
 
 def fit(tmp_path: Path, *overrides: str) -> tuple[LightningModule, dict[str, torch.Tensor]]:
@@ -96,7 +100,6 @@ def fit(tmp_path: Path, *overrides: str) -> tuple[LightningModule, dict[str, tor
     trainer = run.build_trainer(cfg)
     trainer.fit(model, datamodule=datamodule)
     model.fitted_steps = trainer.global_step
-    model.logged = {k: float(v) for k, v in trainer.logged_metrics.items()}
     return model, initial
 
 
@@ -124,7 +127,7 @@ def test_clipping_bounds_the_gradient_norm_of_a_step(tmp_path: Path) -> None:
     assert torch.linalg.vector_norm(torch.stack([s.norm() for s in step])) == pytest.approx(
         clip, rel=1e-3
     )
-    assert model.logged["train/grad_norm"] > 10 * clip  # logged before clipping
+    assert logged_grad_norms(tmp_path)[0] > 10 * clip  # logged before clipping
 
 
 @pytest.mark.slow
@@ -148,3 +151,24 @@ def test_compile_trains_and_its_checkpoint_loads_uncompiled(tmp_path: Path) -> N
     ]
     evaluated = module("eval").evaluate(compose_config(tmp_path / "eval", overrides, "eval"))
     assert evaluated["test"]["test/acc"] == pytest.approx(metrics["test"]["test/acc"], abs=1e-6)
+
+
+def test_callbacks_are_called_only_on_the_step_hooks_they_implement(tmp_path: Path) -> None:
+    trainer = run.build_trainer(compose_config(tmp_path, QUICK), enable_progress_bar=False)
+    called = {
+        type(callback).__name__: [hook for hook in STEP_HOOKS if callable(getattr(callback, hook))]
+        for callback in trainer.callbacks
+    }
+    assert called == {
+        "PreemptibleCheckpoint": ["on_train_batch_end"],
+        "ExactResume": ["on_train_batch_end"],
+        "FiniteLoss": ["on_before_backward"],
+        "EarlyStopping": [],
+        "LearningRateMonitor": ["on_train_batch_start"],
+    }
+
+
+def test_negative_step_checkpoint_interval_is_refused(tmp_path: Path) -> None:
+    cfg = compose_config(tmp_path, [*QUICK, "callbacks.model_checkpoint.last_every_n_steps=-1"])
+    with pytest.raises(UserError, match=r"last_every_n_steps=-1 must be >= 0 \(0 writes"):
+        run.build_trainer(cfg)

@@ -121,10 +121,18 @@ def compare_loops(
     precision: str,
     clock: Clock,
 ) -> dict[str, Any]:
-    """Steps/s of the plain and the project loop, alternated ``bench.repeats`` times."""
+    """Steps/s of the plain loop, the project loop and bare Lightning, in turn, repeated.
+
+    Bare Lightning is the same model and data with no callbacks, loggers or checkpoints:
+    the part of the overhead that no project setting removes. Ratios and overheads are
+    medians over repeats, each run against the plain run of its own repeat, so a machine
+    whose speed drifts between runs skews them less.
+    """
     options = cfg.bench
     inputs, targets = train_tensors(datamodule, device)
-    plain, real = [], []
+    plain: list[float] = []
+    real: list[float] = []
+    bare: list[float] = []
     for _ in range(options.repeats):
         seconds = plain_loop(
             fresh_model().to(device),
@@ -141,15 +149,37 @@ def compare_loops(
             cfg, fresh_model(), datamodule, steps=options.steps, warmup=options.warmup, clock=clock
         )
         real.append(options.steps / seconds)
-    plain_rate, real_rate = statistics.median(plain), statistics.median(real)
+        seconds, _ = lightning_loop(
+            cfg,
+            fresh_model(),
+            datamodule,
+            steps=options.steps,
+            warmup=options.warmup,
+            clock=clock,
+            bare=True,
+        )
+        bare.append(options.steps / seconds)
     return {
-        "plain_steps_per_s": plain_rate,
-        "lightning_steps_per_s": real_rate,
-        "ratio": real_rate / plain_rate,
-        "overhead_us_per_step": (1 / real_rate - 1 / plain_rate) * 1e6,
+        "plain_steps_per_s": statistics.median(plain),
+        "lightning_steps_per_s": statistics.median(real),
+        "ratio": median_ratio(plain, real),
+        "overhead_us_per_step": median_overhead_us(plain, real),
+        "bare_lightning_steps_per_s": statistics.median(bare),
+        "bare_ratio": median_ratio(plain, bare),
         "plain_runs": plain,
         "lightning_runs": real,
+        "bare_lightning_runs": bare,
     }
+
+
+def median_ratio(plain: list[float], other: list[float]) -> float:
+    """Median over repeats of one loop's steps/s over the plain loop's in the same repeat."""
+    return statistics.median(o / p for p, o in zip(plain, other, strict=True))
+
+
+def median_overhead_us(plain: list[float], other: list[float]) -> float:
+    """Median over repeats of the extra microseconds per step over the plain loop."""
+    return statistics.median((1 / o - 1 / p) * 1e6 for p, o in zip(plain, other, strict=True))
 
 
 def data_verdict(rate: float, model_rate: float) -> dict[str, Any]:

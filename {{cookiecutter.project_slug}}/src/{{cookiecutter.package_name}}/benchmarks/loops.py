@@ -4,6 +4,7 @@ Both time the same number of steps after the same warm-up, on the same model, da
 size and precision. Neither validates nor saves checkpoints inside the timed steps.
 """
 
+import copy
 import logging
 import time
 import warnings
@@ -17,6 +18,8 @@ from omegaconf import DictConfig
 from torch import Tensor
 from torch.nn import functional as F  # noqa: N812
 
+from ..callbacks.confusion import TestConfusionMatrix
+from ..callbacks.history import MetricHistory
 from ..utils.errors import UserError
 from ..utils.run import build_trainer
 
@@ -82,17 +85,28 @@ def lightning_loop(
     steps: int,
     warmup: int,
     clock: Clock = time.perf_counter,
+    bare: bool = False,
     **trainer_overrides: Any,
 ) -> tuple[float, Trainer]:
     """Seconds for ``steps`` steps of the project's own Trainer, callbacks and loggers.
 
-    Only what a benchmark must change is changed: a step budget instead of epochs, and no
-    validation (so no checkpoint is written either) inside the timed steps.
+    The callbacks are the configured ones plus the two ``train`` adds (history and test
+    confusion matrix). Only what a benchmark must change is changed: a step budget instead
+    of epochs, and no validation (so no checkpoint is written either) inside the timed steps.
+    ``bare=True`` drops every callback, logger and checkpoint instead: what Lightning and
+    the LightningModule cost on their own.
     """
     timer = StepClock(warmup, steps, clock)
+    callbacks: list[Callback] = [timer]
+    if bare:
+        cfg = copy.deepcopy(cfg)
+        cfg.callbacks, cfg.logger = None, None
+        trainer_overrides["enable_checkpointing"] = False
+    else:
+        callbacks = [MetricHistory(), TestConfusionMatrix(cfg.model.num_classes), timer]
     trainer = build_trainer(
         cfg,
-        callbacks=[timer],
+        callbacks=callbacks,
         max_steps=warmup + steps,
         max_epochs=-1,
         check_val_every_n_epoch=NEVER,

@@ -16,6 +16,11 @@ def table(results: dict[str, Any]) -> list[str]:
         row("project loop (Lightning)", f"{loop['lightning_steps_per_s']:.1f} steps/s"),
         row("ratio", f"{loop['ratio']:.3f} (target >= {loop['target_ratio']})"),
         row("framework overhead", f"{loop['overhead_us_per_step']:.0f} us/step"),
+        row(
+            "bare Lightning",
+            f"{loop['bare_lightning_steps_per_s']:.1f} steps/s, ratio {loop['bare_ratio']:.3f} "
+            "(no callbacks, loggers, checkpoints)",
+        ),
         "data pipeline",
         row("data path alone", f"{data['batches_per_s']:.1f} batches/s"),
         row("model consumes", f"{data['model_steps_per_s']:.1f} steps/s"),

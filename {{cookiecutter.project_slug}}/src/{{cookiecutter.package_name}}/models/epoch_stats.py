@@ -28,8 +28,9 @@ class EpochStats:
 
     def update(self, loss: Tensor, logits: Tensor, targets: Tensor) -> None:
         """Add one batch: its mean ``loss``, ``logits`` (B, C) and ``targets`` (B,)."""
-        self.loss_sum += loss.detach() * len(targets)
-        cells = targets * self.num_classes + logits.detach().argmax(dim=1)  # (B,) row-major
+        self.loss_sum.add_(loss.detach(), alpha=len(targets))
+        # (B,) cell of each sample in the row-major (true, predicted) matrix
+        cells = torch.add(logits.detach().argmax(dim=1), targets, alpha=self.num_classes)
         # scatter_add_, not bincount: bincount reads the largest index back to the host on CUDA
         self.confusion.scatter_add_(0, cells, torch.ones_like(cells))
 

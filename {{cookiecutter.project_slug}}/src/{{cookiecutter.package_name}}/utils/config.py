@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -39,5 +40,10 @@ def instantiate_each(group: Mapping[str, Any] | None) -> list[Any]:
             continue
         if "_target_" not in node:
             raise UserError(f"config entry '{name}' has no _target_; give it one or set it to null")
-        built.append(instantiate(node))
+        try:
+            built.append(instantiate(node))
+        except InstantiationException as error:  # Hydra wraps what the constructor raised
+            if isinstance(error.__cause__, UserError):
+                raise error.__cause__ from None
+            raise
     return built

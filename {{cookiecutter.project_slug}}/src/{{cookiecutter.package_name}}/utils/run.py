@@ -10,6 +10,7 @@ from lightning import Callback, LightningDataModule, LightningModule, Trainer, s
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
+from ..callbacks.step_hooks import skip_unused_step_hooks
 from .config import instantiate_each
 from .errors import UserError
 from .files import write_atomic
@@ -30,7 +31,11 @@ def prepare_run(cfg: DictConfig) -> Path:
 def build_trainer(
     cfg: DictConfig, callbacks: list[Callback] | None = None, **overrides: Any
 ) -> Trainer:
-    """The Trainer from ``cfg.trainer`` with the configured callbacks and logger."""
+    """The Trainer from ``cfg.trainer`` with the configured callbacks and logger.
+
+    Callbacks get no calls of the per-step hooks they do not implement (see
+    ``callbacks/step_hooks.py``); add callbacks here, not to ``trainer.callbacks`` later.
+    """
     if cfg.trainer.get("accelerator") in ("gpu", "cuda") and not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
         raise UserError(
@@ -47,6 +52,7 @@ def build_trainer(
         logger=loggers or False,
         **{"precision": precision, **overrides},
     )
+    skip_unused_step_hooks(trainer.callbacks)  # including those Lightning added itself
     if trainer.is_global_zero:
         log.info("precision: %s (trainer.precision=%s)", trainer.precision, cfg.trainer.precision)
     return trainer
