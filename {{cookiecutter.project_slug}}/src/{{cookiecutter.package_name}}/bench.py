@@ -145,20 +145,8 @@ def compare_loops(
             clock=clock,
         )
         plain.append(options.steps / seconds)
-        seconds, _ = lightning_loop(
-            cfg, fresh_model(), datamodule, steps=options.steps, warmup=options.warmup, clock=clock
-        )
-        real.append(options.steps / seconds)
-        seconds, _ = lightning_loop(
-            cfg,
-            fresh_model(),
-            datamodule,
-            steps=options.steps,
-            warmup=options.warmup,
-            clock=clock,
-            bare=True,
-        )
-        bare.append(options.steps / seconds)
+        real.append(project_rate(cfg, fresh_model, datamodule, clock=clock))
+        bare.append(project_rate(cfg, fresh_model, datamodule, clock=clock, bare=True))
     return {
         "plain_steps_per_s": statistics.median(plain),
         "lightning_steps_per_s": statistics.median(real),
@@ -170,6 +158,20 @@ def compare_loops(
         "lightning_runs": real,
         "bare_lightning_runs": bare,
     }
+
+
+def project_rate(
+    cfg: DictConfig,
+    fresh_model: Callable[[], LightningModule],
+    datamodule: LightningDataModule,
+    **variant: Any,
+) -> float:
+    """Steps/s of one project-loop run on a fresh model; ``variant``: ``lightning_loop`` options."""
+    options = cfg.bench
+    seconds, _ = lightning_loop(
+        cfg, fresh_model(), datamodule, steps=options.steps, warmup=options.warmup, **variant
+    )
+    return options.steps / seconds
 
 
 def median_ratio(plain: list[float], other: list[float]) -> float:
@@ -204,15 +206,8 @@ def compare_precisions(
     for _ in range(options.repeats):
         for precision, figures in runs.items():
             torch.cuda.reset_peak_memory_stats(device)
-            seconds, _ = lightning_loop(
-                cfg,
-                fresh_model(),
-                datamodule,
-                steps=options.steps,
-                warmup=options.warmup,
-                precision=precision,
-            )
-            figures.append((options.steps / seconds, torch.cuda.max_memory_allocated(device)))
+            rate = project_rate(cfg, fresh_model, datamodule, precision=precision)
+            figures.append((rate, torch.cuda.max_memory_allocated(device)))
     return {
         precision: {
             "steps_per_s": statistics.median(rate for rate, _ in figures),
