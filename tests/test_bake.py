@@ -64,6 +64,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/callbacks/finite_loss.py",
     "src/digits_classifier/callbacks/history.py",
     "src/digits_classifier/callbacks/progress.py",
+    "src/digits_classifier/callbacks/step_hooks.py",
     "src/digits_classifier/data/__init__.py",
     "src/digits_classifier/data/digits.py",
     "src/digits_classifier/data/inputs.py",
