@@ -109,18 +109,70 @@ def test_resume_mid_epoch_from_step_checkpoint_is_exact(
     assert_same_run(tmp_path, uninterrupted[workers])
 
 
-def test_last_checkpoint_follows_every_epoch_even_without_a_new_best(tmp_path: Path) -> None:
-    # In mode=min, val/acc (rising after epoch 0) never makes a new best after epoch 0.
-    never_better = [
-        "callbacks.model_checkpoint.mode=min",
-        "callbacks.model_checkpoint.last_every_n_steps=0",
-    ]
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        # val/acc rises after epoch 0, so in mode=min no epoch after it makes a new best
+        pytest.param(
+            [
+                "callbacks.model_checkpoint.mode=min",
+                "callbacks.model_checkpoint.last_every_n_steps=0",
+            ],
+            id="no-new-best",
+        ),
+        # the same, and a step write at each epoch's last step, before its validation ran
+        pytest.param(
+            [
+                "callbacks.model_checkpoint.mode=min",
+                "callbacks.model_checkpoint.last_every_n_steps=20",
+            ],
+            id="step-write-before-validation",
+            marks=pytest.mark.slow,
+        ),
+        # validation every other epoch: Lightning saves in on_validation_end, before the
+        # epoch's end is complete
+        pytest.param(
+            [
+                "trainer.check_val_every_n_epoch=2",
+                "callbacks.model_checkpoint.last_every_n_steps=0",
+            ],
+            id="validation-every-2-epochs",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_last_checkpoint_holds_every_finished_epoch(tmp_path: Path, overrides: list[str]) -> None:
     crash = ["+callbacks.crash._target_=test_resume.CrashAfter", "+callbacks.crash.step=45"]
     with pytest.raises(CrashError):
-        run(tmp_path, *never_better, *crash)
-    checkpoints = tmp_path / "checkpoints"
-    assert sorted(p.name for p in checkpoints.glob("*.ckpt")) == ["epoch_000.ckpt", "last.ckpt"]
-    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 40
+        run(tmp_path, *overrides, *crash)
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 40  # the end of epoch 1, after its validation
+    assert [row["epoch"] for row in checkpoint["callbacks"]["MetricHistory"]["epochs"]] == [0, 1]
+
+
+@pytest.mark.slow
+def test_resume_with_gradient_accumulation_is_exact(tmp_path: Path) -> None:
+    """Step writes come only after a batch that completes an optimizer step, resumed or not."""
+    accumulate = [
+        "trainer.accumulate_grad_batches=2",
+        "callbacks.model_checkpoint.last_every_n_steps=5",
+    ]
+    run(tmp_path / "reference", *accumulate)
+    resumed = tmp_path / "resumed"
+    for crash_step in (7, 6):  # the second leg resumes from step 5 and crashes again
+        with pytest.raises(CrashError):
+            run(
+                resumed,
+                *accumulate,
+                "+callbacks.crash._target_=test_resume.CrashAfter",
+                f"+callbacks.crash.step={crash_step}",
+                *([f"ckpt_path={resumed}/checkpoints/last.ckpt"] if crash_step == 6 else []),
+            )
+    run(resumed, *accumulate, f"ckpt_path={resumed}/checkpoints/last.ckpt")
+    expected, actual = final_state(tmp_path / "reference"), final_state(resumed)
+    assert expected.keys() == actual.keys()
+    for key, tensor in expected.items():
+        assert torch.equal(actual[key], tensor), key
 
 
 @pytest.mark.slow

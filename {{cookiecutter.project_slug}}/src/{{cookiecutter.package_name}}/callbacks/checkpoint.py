@@ -6,6 +6,7 @@ from typing import Any
 from lightning import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
+from torch import Tensor
 
 from ..utils.errors import UserError
 
@@ -14,11 +15,14 @@ class PreemptibleCheckpoint(ModelCheckpoint):
     """Lightning's ModelCheckpoint, with a ``last.ckpt`` that is never behind.
 
     Lightning (2.6) rewrites ``last.ckpt`` only when it also saves a top-k checkpoint, so
-    after epochs where the monitored metric did not improve it lags behind. Here
-    ``last.ckpt`` is written after every epoch, at the end of training (e.g. a
-    ``max_steps`` stop), every ``last_every_n_steps`` optimizer steps and on SIGTERM, which
-    Lightning raises as ``SIGTERMException`` after the current step. ``ckpt_path=last``
-    resumes from it exactly.
+    after epochs where the monitored metric did not improve it lags behind. With
+    ``save_last: true``, ``last.ckpt`` is also written after every epoch, at the end of
+    training (e.g. a ``max_steps`` stop) and every ``last_every_n_steps`` optimizer steps;
+    on SIGTERM, which Lightning raises as ``SIGTERMException`` after the current step, it is
+    written whatever ``save_last`` says. ``ckpt_path=last`` resumes from it exactly.
+
+    These extra writes go straight through the trainer, so Lightning's own bookkeeping
+    (which skips its top-k save at a step it already saved) stays as it would be.
 
     Args:
         last_every_n_steps: also write ``last.ckpt`` after every this many optimizer
@@ -33,45 +37,64 @@ class PreemptibleCheckpoint(ModelCheckpoint):
                 "be >= 0 (0 writes last.ckpt only after each epoch)"
             )
         super().__init__(**kwargs)
+        if last_every_n_steps and self.save_last is not True:
+            raise UserError(
+                f"callbacks.model_checkpoint.last_every_n_steps={last_every_n_steps} writes "
+                f"last.ckpt, but save_last={self.save_last}; set save_last: true"
+            )
         self.last_every_n_steps = last_every_n_steps
-        self._last_step_written = -1
+        self._lightning_last_writes = 0  # times Lightning itself wrote last.ckpt
+        self._step_in_last = -1  # the global step last.ckpt was last written at
+        self._step_seen = -1  # the global step at the previous batch end
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._step_seen = trainer.global_step  # a resumed run's step is in its checkpoint
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, index: int
     ) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, index)
-        every, step = self.last_every_n_steps, trainer.global_step
-        if every and step and step % every == 0:
+        step = trainer.global_step
+        # Under gradient accumulation only the batch that completes an optimizer step counts:
+        # a write after any other would record batches whose gradients it does not hold.
+        stepped, self._step_seen = step != self._step_seen, step
+        if stepped and self.last_every_n_steps and step % self.last_every_n_steps == 0:
             self._write_last(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        writes = self._lightning_last_writes
         super().on_train_epoch_end(trainer, pl_module)
-        if self.save_last:
+        # Unless Lightning wrote it just now, write it: validation and the callbacks' epoch
+        # ends have changed state since any earlier write at this step.
+        if self._lightning_last_writes == writes:
             self._write_last(trainer)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         super().on_train_end(trainer, pl_module)
-        if self.save_last:
+        if trainer.global_step != self._step_in_last:
             self._write_last(trainer)
 
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
-        if isinstance(exception, SIGTERMException):
-            self._write_last(trainer)
+        if isinstance(exception, SIGTERMException) and self.dirpath is not None:
+            trainer.save_checkpoint(self.last_path)
+
+    def _save_last_checkpoint(
+        self, trainer: Trainer, monitor_candidates: dict[str, Tensor]
+    ) -> None:
+        """Lightning's own write of ``last.ckpt``, counted."""
+        super()._save_last_checkpoint(trainer, monitor_candidates)
+        self._lightning_last_writes += 1
+        self._step_in_last = trainer.global_step
 
     def _write_last(self, trainer: Trainer) -> None:
-        """Write ``last.ckpt`` for the current step, unless this step is already in it."""
-        step = trainer.global_step
-        if self.dirpath is None or trainer.fast_dev_run or trainer.sanity_checking:
-            return
-        # Several batches end on one step under gradient accumulation; Lightning's own save
-        # of last.ckpt (after a new top-k checkpoint) records its step in _last_global_step_saved.
-        written_by_lightning = self._last_global_step_saved == step and bool(self.last_model_path)
-        if step == self._last_step_written or written_by_lightning:
-            return
-        trainer.save_checkpoint(self.last_path)
-        self._last_step_written = step
+        if self.save_last is not True or self.dirpath is None or trainer.fast_dev_run:
+            return  # save_last "link" keeps Lightning's meaning: a link to the newest top-k
+        self.last_model_path = str(self.last_path)
+        trainer.save_checkpoint(self.last_path, self.save_weights_only)
+        self._step_in_last = trainer.global_step
 
     @property
     def last_path(self) -> Path:
