@@ -89,5 +89,6 @@ def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Pa
     assert all(isinstance(n, float) and math.isfinite(n) for n in numbers), numbers
     assert results["data"]["verdict"] in {"data-bound", "compute-bound"}
     assert results["precision"] is None  # fp32 against mixed precision runs on CUDA only
+    assert not list(run_dir.rglob("*.ckpt"))  # checkpoints are not part of the timed loop
     assert "above import lightning" in result.stdout  # the printed table
     assert f"bench.json: {run_dir.resolve() / 'bench.json'}" in result.stdout

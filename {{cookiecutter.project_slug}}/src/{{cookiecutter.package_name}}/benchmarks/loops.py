@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from lightning import Callback, LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig
 from torch import Tensor
 from torch.nn import functional as F  # noqa: N812
@@ -92,7 +93,8 @@ def lightning_loop(
 
     The callbacks are the configured ones plus the two ``train`` adds (history and test
     confusion matrix). Only what a benchmark must change is changed: a step budget instead
-    of epochs, and no validation (so no checkpoint is written either) inside the timed steps.
+    of epochs, and no validation and no checkpoint written inside the timed steps (the
+    checkpoint callbacks run, with ``save_last`` off and no metric to rank by).
     ``bare=True`` drops every callback, logger and checkpoint instead: what Lightning and
     the LightningModule cost on their own.
     """
@@ -114,6 +116,9 @@ def lightning_loop(
         enable_progress_bar=False,
         **trainer_overrides,
     )
+    for callback in trainer.checkpoint_callbacks:
+        if isinstance(callback, ModelCheckpoint):
+            callback.save_last = False  # its hooks still run, but it writes no file
     trainer.fit(model, datamodule=datamodule)
     return timer.seconds, trainer
 
