@@ -63,6 +63,16 @@ def wait_for_steps(losses: Path, steps: int, process: subprocess.Popen) -> None:
     pytest.fail(f"training did not reach step {steps}")
 
 
+def signal_training(cwd: Path, signum: int, timeout: float) -> tuple[Path, int, str]:
+    """Start training, send ``signum`` after step 27; its losses file, exit code and output."""
+    losses = cwd / "losses"
+    process = start_training(cwd, losses)
+    wait_for_steps(losses, 27, process)
+    process.send_signal(signum)
+    output, _ = process.communicate(timeout=timeout)
+    return losses, process.returncode, output
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("reference")
@@ -92,12 +102,8 @@ def resume_and_compare(cwd: Path, losses: Path, reference: Path) -> Path:
 def test_sigterm_saves_a_checkpoint_exits_cleanly_and_resumes_exactly(
     reference: Path, tmp_path: Path
 ) -> None:
-    losses = tmp_path / "losses"
-    process = start_training(tmp_path, losses)
-    wait_for_steps(losses, 27, process)
-    process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=120)
-    assert process.returncode == 0, output[-2000:]
+    losses, returncode, output = signal_training(tmp_path, signal.SIGTERM, timeout=120)
+    assert returncode == 0, output[-2000:]
     run_dir = the_run_dir(tmp_path)
     stopped_at = len(losses.read_text().splitlines())
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
@@ -120,11 +126,7 @@ def test_sigterm_saves_a_checkpoint_exits_cleanly_and_resumes_exactly(
 def test_sigkill_loses_at_most_the_steps_since_the_last_checkpoint(
     reference: Path, tmp_path: Path
 ) -> None:
-    losses = tmp_path / "losses"
-    process = start_training(tmp_path, losses)
-    wait_for_steps(losses, 27, process)
-    process.send_signal(signal.SIGKILL)
-    process.communicate(timeout=60)
+    losses, _, _ = signal_training(tmp_path, signal.SIGKILL, timeout=60)
     killed_at = len(losses.read_text().splitlines())
     path = the_run_dir(tmp_path) / "checkpoints" / "last.ckpt"
     checkpoint = module("utils.checkpoint").load_checkpoint(path)
