@@ -5,11 +5,10 @@ import re
 from pathlib import Path
 
 import pytest
-
 from support import compose_config, module, read_json
 
 bench = module("bench")
-UserError = module("utils.errors").UserError
+UserError = module("cli.errors").UserError
 
 # A few steps of each section: enough to run every code path, too few for useful figures.
 TINY = [

@@ -5,7 +5,6 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.utils import instantiate
-
 from support import CONFIG_DIR, compose_config, module
 
 GROUPS = sorted(p.parent.name for p in CONFIG_DIR.glob("*/*.yaml") if p.parent.name != "hydra")
@@ -37,10 +36,10 @@ def test_option_composes_and_builds(override: str, tmp_path: Path) -> None:
     datamodule = instantiate(cfg.data)
     assert datamodule.hparams.seed == cfg.seed
     if cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
-        with pytest.raises(module("utils.errors").UserError, match="no CUDA device"):
-            module("utils.run").build_trainer(cfg)
+        with pytest.raises(module("cli.errors").UserError, match="no CUDA device"):
+            module("runtime.run").build_trainer(cfg)
         return
-    trainer = module("utils.run").build_trainer(cfg)
+    trainer = module("runtime.run").build_trainer(cfg)
     configured = [c._target_.rsplit(".", 1)[1] for c in (cfg.get("callbacks") or {}).values() if c]
     built = {type(c).__name__ for c in trainer.callbacks}
     assert set(configured) <= built

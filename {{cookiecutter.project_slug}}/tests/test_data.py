@@ -5,12 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from support import module
 
 data = module("data")
 sampling = module("data.sampling")
-UserError = module("utils.errors").UserError
+UserError = module("cli.errors").UserError
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,9 @@ from typing import Any
 import pytest
 import torch
 from hydra.utils import instantiate
+from support import PACKAGE, ROOT, compose_config, module, read_json
 from torch.nn import functional
 from torchmetrics.classification import MulticlassAccuracy
-
-from support import PACKAGE, ROOT, compose_config, module, read_json
 
 pytestmark = pytest.mark.slow
 
@@ -261,7 +260,7 @@ def test_lost_node_stops_the_survivor_and_keeps_the_checkpoint(tmp_path: Path) -
     # "Read error [ip]:port: Connection reset by peer"); torchrun reports the failed rank.
     assert re.search(r"\[127\.0\.0\.1\]:\d+.*by peer|by peer \[127\.0\.0\.1\]:\d+", output), output
     assert "FAILED" in output
-    checkpoint = module("utils.checkpoint").load_checkpoint(last)
+    checkpoint = module("checkpoints.io").load_checkpoint(last)
     model = module("models").Classifier(**checkpoint["hyper_parameters"])
     model.load_state_dict(checkpoint["state_dict"])
     assert checkpoint["epoch"] >= 0

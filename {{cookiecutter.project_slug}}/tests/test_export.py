@@ -7,11 +7,10 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-
 from support import compose_config, module, read_json, run_cli
 
 export = module("export")
-UserError = module("utils.errors").UserError
+UserError = module("cli.errors").UserError
 
 
 def test_export_writes_one_self_contained_model_that_matches_pytorch(

@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 import torch
-
 from support import QUICK, compose_config, module, run_cli
 
 train = module("train")
 evaluate = module("eval")
-checkpoints = module("utils.checkpoint")
-UserError = module("utils.errors").UserError
+checkpoints = module("checkpoints.io")
+UserError = module("cli.errors").UserError
 
 
 class Payload:
@@ -77,14 +76,14 @@ def test_pickled_code_is_never_run(trained: dict[str, Any], tmp_path: Path) -> N
 
 
 def test_init_from_strict_and_not(trained: dict[str, Any], tmp_path: Path) -> None:
-    model = module("utils.run").build_parts(compose_config(tmp_path, ["model=mlp"]))[1]
+    model = module("runtime.run").build_parts(compose_config(tmp_path, ["model=mlp"]))[1]
     cnn_checkpoint = checkpoints.load_checkpoint(trained["run_dir"] / "checkpoints" / "last.ckpt")
     with pytest.raises(UserError, match=r"missing: net.*unexpected: net.*init_strict=false"):
         checkpoints.load_weights(model, cnn_checkpoint, "cnn.ckpt")
     unfit = checkpoints.load_weights(model, cnn_checkpoint, "cnn.ckpt", strict=False)
     assert unfit["missing"]
     assert unfit["unexpected"]
-    same = module("utils.run").build_parts(compose_config(tmp_path, []))[1]
+    same = module("runtime.run").build_parts(compose_config(tmp_path, []))[1]
     assert checkpoints.load_weights(same, cnn_checkpoint, "cnn.ckpt") == {
         "missing": [],
         "unexpected": [],
@@ -132,7 +131,7 @@ def test_rng_states_round_trip_as_tensors(tmp_path: Path) -> None:
 
     import numpy as np
 
-    rng = module("utils.rng")
+    rng = module("checkpoints.rng")
     state = rng.capture_rng()
     torch.save(state, tmp_path / "rng.pt")
     first = (torch.rand(3), np.random.rand(3), random.random())
@@ -144,7 +143,7 @@ def test_rng_states_round_trip_as_tensors(tmp_path: Path) -> None:
 
 
 def test_ckpt_path_last_picks_the_newest_and_its_run_dir(tmp_path: Path) -> None:
-    resume = module("utils.resume")
+    resume = module("checkpoints.resume")
     runs = tmp_path / "outputs" / "train" / "runs"
     for name in ("a", "b"):
         (runs / name / "checkpoints").mkdir(parents=True)

@@ -5,12 +5,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from support import compose_config, module
 from torch.utils.data import DataLoader, Dataset
 
-from support import compose_config, module
-
-UserError = module("utils.errors").UserError
-explain_failures = module("utils.hints").explain_failures
+UserError = module("cli.errors").UserError
+explain_failures = module("cli.hints").explain_failures
 train = module("train")
 
 QUICK_RUN = ["debug=fast_dev_run", "callbacks.progress_bar=null", "trainer.accelerator=cpu"]

@@ -6,11 +6,10 @@ from typing import Any
 import pytest
 import torch
 from matplotlib.image import imread
-
 from support import QUICK, compose_config, module, read_json
 
-summary = module("utils.summary")
-console = module("utils.console")
+summary = module("reporting.summary")
+console = module("cli.console")
 
 PLOTS = {"loss.png", "accuracy.png", "learning_rate.png", "confusion_matrix.png"}
 
@@ -65,7 +64,7 @@ def test_objective_reads_the_best_epoch_or_the_test_results(trained: dict[str, A
     metrics = trained["metrics"]
     assert summary.objective(metrics, "val/acc") == metrics["best"]["val/acc"]
     assert summary.objective(metrics, "test/acc") == metrics["test"]["test/acc"]
-    with pytest.raises(module("utils.errors").UserError, match="val/accuracy is not a logged"):
+    with pytest.raises(module("cli.errors").UserError, match="val/accuracy is not a logged"):
         summary.objective(metrics, "val/accuracy")
 
 

@@ -8,11 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
-
 from support import compose_config, module, run_cli
 
 predict = module("predict")
-UserError = module("utils.errors").UserError
+UserError = module("cli.errors").UserError
 
 
 @pytest.fixture(scope="module")

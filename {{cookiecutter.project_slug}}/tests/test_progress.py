@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
-
 from support import compose_config, module
 
 ProgressDisplay = module("callbacks.progress").ProgressDisplay
-build_trainer = module("utils.run").build_trainer
+build_trainer = module("runtime.run").build_trainer
 
 # 3 epochs of 5 train batches and 2 val batches.
 LIMITED = [

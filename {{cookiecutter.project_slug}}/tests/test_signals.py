@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from support import (
     CONFIG_DIR,
     PACKAGE,
@@ -129,7 +128,7 @@ def test_sigkill_loses_at_most_the_steps_since_the_last_checkpoint(
     losses, _, _ = signal_training(tmp_path, signal.SIGKILL, timeout=60)
     killed_at = len(losses.read_text().splitlines())
     path = the_run_dir(tmp_path) / "checkpoints" / "last.ckpt"
-    checkpoint = module("utils.checkpoint").load_checkpoint(path)
+    checkpoint = module("checkpoints.io").load_checkpoint(path)
     assert killed_at - EVERY <= checkpoint["global_step"] <= killed_at
 
     resume_and_compare(tmp_path, losses, reference)

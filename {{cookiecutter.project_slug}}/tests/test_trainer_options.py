@@ -8,12 +8,11 @@ from typing import Any
 import pytest
 import torch
 from lightning import LightningModule
-
 from support import QUICK, compose_config, module, read_json
 
-precision = module("utils.precision")
-run = module("utils.run")
-UserError = module("utils.errors").UserError
+precision = module("runtime.precision")
+run = module("runtime.run")
+UserError = module("cli.errors").UserError
 Classifier = module("models").Classifier
 STEP_HOOKS = module("callbacks.step_hooks").STEP_HOOKS
 
@@ -138,7 +137,7 @@ def test_compile_trains_and_its_checkpoint_loads_uncompiled(tmp_path: Path) -> N
     )
     metrics = train.train(cfg)
     assert metrics["test"]["test/acc"] > 0.5
-    checkpoint = module("utils.checkpoint").load_checkpoint(metrics["best_checkpoint"])
+    checkpoint = module("checkpoints.io").load_checkpoint(metrics["best_checkpoint"])
     assert not any("_orig_mod" in key for key in checkpoint["state_dict"])
     assert "compile" not in checkpoint["hyper_parameters"]  # how it ran, not what it is
     model = Classifier(**checkpoint["hyper_parameters"])  # not compiled

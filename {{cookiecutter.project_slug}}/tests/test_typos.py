@@ -3,10 +3,9 @@
 from pathlib import Path
 
 import pytest
-
 from support import CONFIG_DIR, module, run_cli
 
-typos = module("utils.typos")
+typos = module("cli.typos")
 
 
 def test_nearest_key_and_option_are_named() -> None:

@@ -35,10 +35,10 @@ from .benchmarks.loops import (
 )
 from .benchmarks.report import table
 from .benchmarks.startup import measure_startup
-from .utils.entry import command
-from .utils.errors import UserError
-from .utils.files import write_json
-from .utils.run import build_parts, prepare_run
+from .cli.entry import command
+from .cli.errors import UserError
+from .runtime.files import write_json
+from .runtime.run import build_parts, prepare_run
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
 
-from .utils.config import config_dir
+from .runtime.config import config_dir
 
 PINNED = {"torch": "torch", "lightning": "lightning", "hydra": "hydra-core"}  # label: dist
 CUDA_FIX = (

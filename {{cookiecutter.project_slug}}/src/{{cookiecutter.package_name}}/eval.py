@@ -10,11 +10,11 @@ from typing import Any
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
-from .utils.checkpoint import load_checkpoint, restore_datamodule, restore_model
-from .utils.entry import command
-from .utils.errors import UserError
-from .utils.files import write_json
-from .utils.run import as_floats, build_trainer, prepare_run
+from .checkpoints.io import load_checkpoint, restore_datamodule, restore_model
+from .cli.entry import command
+from .cli.errors import UserError
+from .runtime.files import write_json
+from .runtime.run import as_floats, build_trainer, prepare_run
 
 log = logging.getLogger(__name__)
 

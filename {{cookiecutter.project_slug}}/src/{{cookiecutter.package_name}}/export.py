@@ -21,13 +21,13 @@ import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
+from .checkpoints.io import load_checkpoint, restore_datamodule
+from .cli.entry import command
+from .cli.errors import UserError
 from .models.exportable import INPUT_NAME, OUTPUT_NAMES, RawInputClassifier, from_checkpoint
 from .models.runners import OnnxRunner, TorchRunner
-from .utils.checkpoint import load_checkpoint, restore_datamodule
-from .utils.entry import command
-from .utils.errors import UserError
-from .utils.files import write_atomic, write_json
-from .utils.run import prepare_run
+from .runtime.files import write_atomic, write_json
+from .runtime.run import prepare_run
 
 log = logging.getLogger(__name__)
 

@@ -18,14 +18,14 @@ import numpy as np
 from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig
 
+from .checkpoints.io import load_checkpoint
+from .cli.entry import command
+from .cli.errors import UserError
 from .data.inputs import read_inputs
 from .models.exportable import from_checkpoint
 from .models.runners import OnnxRunner, TorchRunner
-from .utils.checkpoint import load_checkpoint
-from .utils.entry import command
-from .utils.errors import UserError
-from .utils.files import write_atomic
-from .utils.run import prepare_run
+from .runtime.files import write_atomic
+from .runtime.run import prepare_run
 
 log = logging.getLogger(__name__)
 

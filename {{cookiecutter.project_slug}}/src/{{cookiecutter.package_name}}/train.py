@@ -19,16 +19,16 @@ from omegaconf import DictConfig
 
 from .callbacks.confusion import TestConfusionMatrix
 from .callbacks.history import MetricHistory
-from .utils.checkpoint import load_checkpoint, load_weights
-from .utils.console import log_config
-from .utils.entry import command
-from .utils.errors import UserError
-from .utils.files import write_json
-from .utils.hints import explain_failures
-from .utils.plots import write_plots
-from .utils.resume import resume_path
-from .utils.run import as_floats, build_parts, build_trainer, prepare_run
-from .utils.summary import objective, summarize, summary_table
+from .checkpoints.io import load_checkpoint, load_weights
+from .checkpoints.resume import resume_path
+from .cli.console import log_config
+from .cli.entry import command
+from .cli.errors import UserError
+from .cli.hints import explain_failures
+from .reporting.plots import write_plots
+from .reporting.summary import objective, summarize, summary_table
+from .runtime.files import write_json
+from .runtime.run import as_floats, build_parts, build_trainer, prepare_run
 
 log = logging.getLogger(__name__)
 

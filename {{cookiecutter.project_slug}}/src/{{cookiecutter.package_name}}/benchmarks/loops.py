@@ -21,8 +21,8 @@ from torch.nn import functional as F  # noqa: N812
 
 from ..callbacks.confusion import TestConfusionMatrix
 from ..callbacks.history import MetricHistory
-from ..utils.errors import UserError
-from ..utils.run import build_trainer
+from ..cli.errors import UserError
+from ..runtime.run import build_trainer
 
 Clock = Callable[[], float]
 AUTOCAST_DTYPES = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}

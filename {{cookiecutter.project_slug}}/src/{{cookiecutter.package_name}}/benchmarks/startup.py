@@ -88,9 +88,9 @@ def _run_stages(overrides: list[str]) -> None:
     from hydra import compose, initialize_config_dir
     from lightning import Callback
 
-    from ..utils.config import config_dir
-    from ..utils.files import write_json
-    from ..utils.run import build_parts, build_trainer, prepare_run
+    from ..runtime.config import config_dir
+    from ..runtime.files import write_json
+    from ..runtime.run import build_parts, build_trainer, prepare_run
 
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}

@@ -8,7 +8,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch import Tensor
 
-from ..utils.errors import UserError
+from ..cli.errors import UserError
 
 
 class PreemptibleCheckpoint(ModelCheckpoint):

@@ -10,7 +10,7 @@ from typing import Any
 
 from lightning import Callback, LightningModule, Trainer
 
-from ..utils.rng import RNGState, capture_rng, restore_rng
+from ..checkpoints.rng import RNGState, capture_rng, restore_rng
 
 CHECKPOINT_KEY = "rng_states"
 

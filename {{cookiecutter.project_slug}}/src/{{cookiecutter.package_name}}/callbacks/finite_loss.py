@@ -4,7 +4,7 @@ import torch
 from lightning import Callback, LightningModule, Trainer
 from torch import Tensor
 
-from ..utils.errors import UserError
+from ..cli.errors import UserError
 
 
 class FiniteLoss(Callback):

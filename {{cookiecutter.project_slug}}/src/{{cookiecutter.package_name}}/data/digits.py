@@ -12,7 +12,7 @@ from lightning import LightningDataModule
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from ..utils.errors import UserError
+from ..cli.errors import UserError
 from .loading import in_memory_loader
 from .sampling import EpochBatchSampler, TensorPairs
 

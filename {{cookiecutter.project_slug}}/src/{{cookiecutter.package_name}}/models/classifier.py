@@ -14,7 +14,7 @@ from torch.nn.utils import get_total_norm
 from torch.optim import Optimizer
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..utils.config import to_plain
+from ..runtime.config import to_plain
 from .epoch_stats import EpochStats
 
 Batch = tuple[Tensor, Tensor]

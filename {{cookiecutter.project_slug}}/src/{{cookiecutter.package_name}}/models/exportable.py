@@ -12,8 +12,8 @@ from hydra.utils import get_class
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
-from ..utils.checkpoint import restore_model
-from ..utils.errors import UserError
+from ..checkpoints.io import restore_model
+from ..cli.errors import UserError
 
 INPUT_NAME = "images"
 OUTPUT_NAMES = ("logits", "probabilities")

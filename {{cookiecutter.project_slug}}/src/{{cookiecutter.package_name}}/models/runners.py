@@ -10,7 +10,7 @@ import numpy as np
 import onnxruntime
 import torch
 
-from ..utils.errors import UserError
+from ..cli.errors import UserError
 from .exportable import INPUT_NAME, OUTPUT_NAMES, RawInputClassifier
 
 Outputs = tuple[np.ndarray, np.ndarray]

@@ -10,9 +10,9 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from .config import config_dir
+from ..checkpoints.resume import run_dir
+from ..runtime.config import config_dir
 from .errors import UserError
-from .resume import run_dir
 from .typos import nearest_names
 
 log = logging.getLogger(__name__)

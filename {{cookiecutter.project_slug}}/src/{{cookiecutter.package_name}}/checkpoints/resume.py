@@ -10,7 +10,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from .errors import UserError
+from ..cli.errors import UserError
 
 LAST = "last"
 

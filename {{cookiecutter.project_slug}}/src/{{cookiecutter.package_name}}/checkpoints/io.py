@@ -16,8 +16,8 @@ from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch import nn
 
-from .errors import UserError
-from .files import write_atomic
+from ..cli.errors import UserError
+from ..runtime.files import write_atomic
 
 LISTED_KEYS = 10  # how many key names an error message lists
 

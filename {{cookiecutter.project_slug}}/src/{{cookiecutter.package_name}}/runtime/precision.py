@@ -8,7 +8,7 @@ are refused with the fix.
 
 import torch
 
-from .errors import UserError
+from ..cli.errors import UserError
 
 PRESETS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
 # Lightning's short names, accepted and spelled out.

@@ -9,8 +9,8 @@ import torch
 from rich.console import Group
 from rich.table import Table
 
-from .console import as_text
-from .errors import UserError
+from ..cli.console import as_text
+from ..cli.errors import UserError
 
 Row = dict[str, float]
 

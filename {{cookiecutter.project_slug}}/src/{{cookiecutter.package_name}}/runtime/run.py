@@ -11,8 +11,8 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from ..callbacks.step_hooks import skip_unused_step_hooks
+from ..cli.errors import UserError
 from .config import instantiate_each
-from .errors import UserError
 from .files import write_atomic
 from .precision import resolve_precision
 

@@ -9,14 +9,14 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .errors import UserError
+from ..cli.errors import UserError
 
 
 def config_dir() -> Path:
     """Absolute path of ``configs/``: ``$CONFIG_DIR`` if set, else the project's own."""
     if override := os.environ.get("CONFIG_DIR"):
         return Path(override).resolve()
-    # src/<package>/utils/config.py -> project root
+    # src/<package>/runtime/config.py -> project root
     return Path(__file__).resolve().parents[3] / "configs"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from .files import write_atomic
+from ..runtime.files import write_atomic
 
 Row = dict[str, float]
 

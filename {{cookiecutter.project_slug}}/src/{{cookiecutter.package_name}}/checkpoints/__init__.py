@@ -1,0 +1,1 @@
+"""Checkpoints: open, verify, describe, rebuild from, and resume."""

@@ -1,0 +1,1 @@
+"""What a run reports: the summary table and the plots."""
