@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from support import QUICK, compose_config, module
 
 # Two threads per process oversubscribe a 2-core machine when tests run alongside others.

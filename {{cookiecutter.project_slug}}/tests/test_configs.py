@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.utils import instantiate
+
 from support import CONFIG_DIR, compose_config, module
 
 GROUPS = sorted(p.parent.name for p in CONFIG_DIR.glob("*/*.yaml") if p.parent.name != "hydra")

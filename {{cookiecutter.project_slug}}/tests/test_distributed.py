@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import torch
 from hydra.utils import instantiate
-from support import PACKAGE, ROOT, compose_config, module, read_json
 from torch.nn import functional
 from torchmetrics.classification import MulticlassAccuracy
+
+from support import PACKAGE, ROOT, compose_config, module, read_json
 
 pytestmark = pytest.mark.slow
 

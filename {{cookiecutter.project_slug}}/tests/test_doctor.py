@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+
 from support import module, run_cli
 
 doctor = module("doctor")

@@ -7,6 +7,7 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
+
 from support import compose_config, module, read_json, run_cli
 
 export = module("export")

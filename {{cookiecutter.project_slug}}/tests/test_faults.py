@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from support import QUICK, compose_config, module, run_cli
 
 train = module("train")

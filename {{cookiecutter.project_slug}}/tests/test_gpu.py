@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from support import PACKAGE, ROOT, compose_config, module, read_json
 
 pytestmark = [

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+
 from support import compose_config, module, run_cli
 
 predict = module("predict")

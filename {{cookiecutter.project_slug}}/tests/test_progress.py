@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
+
 from support import compose_config, module
 
 ProgressDisplay = module("callbacks.progress").ProgressDisplay

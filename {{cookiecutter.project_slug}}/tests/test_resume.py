@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 from lightning import Callback, Trainer
+
 from support import QUICK, compose_config, loss_logging, module, step_losses
 
 train = module("train")

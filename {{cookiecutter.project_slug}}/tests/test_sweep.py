@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from support import QUICK, read_json, run_cli
 
 # One short epoch per trial: a few batches of each split.

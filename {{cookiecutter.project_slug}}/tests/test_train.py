@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from support import QUICK, compose_config, module, read_json, run_cli
 
 train = module("train")
