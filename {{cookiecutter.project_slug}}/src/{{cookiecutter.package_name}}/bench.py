@@ -31,6 +31,7 @@ from .benchmarks.loops import (
     lightning_loop,
     plain_loop,
     quiet_lightning,
+    train_batch_size,
     train_tensors,
 )
 from .benchmarks.report import table
@@ -38,6 +39,7 @@ from .benchmarks.startup import measure_startup
 from .cli.entry import command
 from .cli.errors import UserError
 from .runtime.files import write_json
+from .models.build import build_model
 from .runtime.run import build_parts, prepare_run
 
 log = logging.getLogger(__name__)
@@ -63,12 +65,12 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
     """Every figure of the benchmark, grouped by section."""
     options = cfg.bench
     cfg = without_progress_bars(cfg)
-    datamodule, model = build_parts(cfg)
+    datamodule, model, info = build_parts(cfg)
     initial = copy.deepcopy(model.state_dict())
 
     def fresh_model() -> LightningModule:
         """A new model with the same initial weights, so every run starts alike."""
-        built = instantiate(cfg.model, _recursive_=False)
+        built = build_model(cfg.model, info)
         built.load_state_dict(initial)
         return built
 
@@ -94,7 +96,7 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
             "torch": torch.__version__,
             "lightning": lightning.__version__,
             "model": cfg.model.net._target_.rsplit(".", 1)[-1],
-            "batch_size": datamodule.hparams.batch_size,
+            "batch_size": train_batch_size(datamodule),
             "precision": precision,
             "steps": options.steps,
             "warmup": options.warmup,
@@ -138,7 +140,7 @@ def compare_loops(
             fresh_model().to(device),
             inputs,
             targets,
-            batch_size=datamodule.hparams.batch_size,
+            batch_size=train_batch_size(datamodule),
             steps=options.steps,
             warmup=options.warmup,
             precision=precision,

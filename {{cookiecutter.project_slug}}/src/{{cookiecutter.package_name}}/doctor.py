@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
 
+from .cli.errors import first_line
 from .runtime.config import config_dir
 
 PINNED = {"torch": "torch", "lightning": "lightning", "hydra": "hydra-core"}  # label: dist
@@ -293,11 +294,6 @@ def show(checks: list[Check], console: Console) -> None:
     for check in checks:
         if check.status == "fail":
             console.print(f"[red]fail[/] {check.name}: {check.fix}")
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,7 @@ batch sizes; the file is kept only if every output agrees within ``tolerance`` a
 predicted classes match. ``export.json`` beside it records the interface and the results.
 """
 
+import json
 import logging
 import time
 import warnings
@@ -18,16 +19,18 @@ import numpy as np
 import onnx
 import onnxruntime
 import torch
-from hydra.utils import get_class
+from lightning import LightningDataModule
 from omegaconf import DictConfig
 
-from .checkpoints.io import load_checkpoint, restore_datamodule
+from .checkpoints.restore import Checkpoint
 from .cli.entry import command
 from .cli.errors import UserError
-from .models.exportable import INPUT_NAME, OUTPUT_NAMES, RawInputClassifier, from_checkpoint
-from .models.runners import OnnxRunner, TorchRunner
+from .data.base import BaseDataModule
+from .data.info import DataInfo
+from .models.exportable import RawInputModel, from_checkpoint, output_names
+from .models.runners import INFO_KEY, OnnxRunner, TorchRunner
 from .runtime.files import write_atomic, write_json
-from .runtime.run import prepare_run
+from .runtime.run import data_overrides, prepare_run
 
 log = logging.getLogger(__name__)
 
@@ -37,27 +40,25 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.get("ckpt_path"):
         raise UserError("ckpt_path is not set; run e.g. `export ckpt_path=path/to/last.ckpt`")
     check_settings(cfg)
-    checkpoint = load_checkpoint(cfg.ckpt_path)
-    data_class = get_class(cfg.data._target_)
-    model = from_checkpoint(cfg, checkpoint, cfg.ckpt_path, data_class)
+    checkpoint = Checkpoint.open(cfg.ckpt_path, cfg.get("checkpoint_targets") or ())
+    model = from_checkpoint(checkpoint)
+    info = checkpoint.info
     prepare_run(cfg)
     # The test split of the run that wrote the checkpoint: rows the model never trained on.
-    datamodule = restore_datamodule(cfg.data, checkpoint)
-    datamodule.setup("test")
-    inputs = datamodule.raw_inputs("test").numpy()
-    if max(cfg.batch_sizes) > len(inputs):
-        raise UserError(
-            f"batch_sizes {list(cfg.batch_sizes)} asks for more rows than the test split has "
-            f"({len(inputs)}); use batch sizes up to {len(inputs)}"
-        )
+    datamodule = checkpoint.datamodule(data_overrides(cfg))
+    inputs = parity_inputs(datamodule, max(cfg.batch_sizes))
+    sizes = sorted({min(int(size), len(inputs)) for size in cfg.batch_sizes})
+    if sizes[-1] < max(cfg.batch_sizes):
+        log.info("the test split has %d rows: parity at batch sizes %s", len(inputs), sizes)
 
     output = Path(cfg.output_path)
     report: dict[str, Any] = {}
 
     def export_and_check(tmp: Path) -> None:
-        export_onnx(model, torch.from_numpy(inputs[:2]), tmp, cfg.opset)
+        export_onnx(model, torch.from_numpy(inputs[:2]), tmp, cfg.opset, info)
+        label_model(tmp, info, checkpoint.path)
         onnx_runner = OnnxRunner(tmp)
-        rows = compare(TorchRunner(model, inputs.shape[1:]), onnx_runner, inputs, cfg)
+        rows = compare(TorchRunner(model, info), onnx_runner, inputs, sizes, cfg.repeats)
         log.info("parity and latency (ms), PyTorch vs onnxruntime:\n%s", format_table(rows))
         check_parity(rows, cfg.tolerance)
         report.update(describe(tmp, onnx_runner, cfg, model, rows))
@@ -69,6 +70,36 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     log.info("model:         %s", output)
     log.info("export report: %s", output.parent / "export.json")
     return report
+
+
+def parity_inputs(datamodule: LightningDataModule, rows: int) -> np.ndarray:
+    """Up to ``rows`` raw test inputs (fewer if the split is smaller): the contract's raw
+    rows, else a plain module's test batches as they come."""
+    if isinstance(datamodule, BaseDataModule):
+        inputs = datamodule.raw_inputs("test", limit=rows)
+    else:
+        batches, count = [], 0
+        for batch in datamodule.test_dataloader():
+            batches.append(batch[0])
+            count += len(batch[0])
+            if count >= rows:
+                break
+        inputs = torch.cat(batches)[:rows]
+    if len(inputs) < 2:
+        raise UserError(
+            f"the test split has {len(inputs)} rows; export needs 2 or more to check parity "
+            "(raise data.test_fraction)"
+        )
+    return inputs.float().numpy()
+
+
+def label_model(path: Path, info: DataInfo, checkpoint: Path) -> None:
+    """Store what the model's input is (the DataInfo) and where it came from in the file."""
+    graph = onnx.load(str(path))
+    entries = {INFO_KEY: json.dumps(info.to_dict()), "source_checkpoint": str(checkpoint.resolve())}
+    for key, value in entries.items():
+        graph.metadata_props.append(onnx.StringStringEntryProto(key=key, value=value))
+    onnx.save(graph, str(path))
 
 
 def check_settings(cfg: DictConfig) -> None:
@@ -84,7 +115,9 @@ def check_settings(cfg: DictConfig) -> None:
         raise UserError("; ".join(problems) + "; fix them in configs/export.yaml or on the CLI")
 
 
-def export_onnx(model: RawInputClassifier, example: torch.Tensor, path: Path, opset: int) -> None:
+def export_onnx(
+    model: RawInputModel, example: torch.Tensor, path: Path, opset: int, info: DataInfo
+) -> None:
     """Trace with the current (dynamo) exporter; weights inside the file; batch left free.
 
     ``example`` needs a batch of at least 2, or the exporter specialises the batch to 1.
@@ -100,8 +133,8 @@ def export_onnx(model: RawInputClassifier, example: torch.Tensor, path: Path, op
             (example,),
             str(path),
             dynamo=True,
-            input_names=[INPUT_NAME],
-            output_names=list(OUTPUT_NAMES),
+            input_names=[info.input_name],
+            output_names=list(output_names(info.target_kind)),
             dynamic_shapes=({0: batch},),
             external_data=False,
             opset_version=opset,
@@ -109,17 +142,24 @@ def export_onnx(model: RawInputClassifier, example: torch.Tensor, path: Path, op
 
 
 def compare(
-    torch_runner: TorchRunner, onnx_runner: OnnxRunner, inputs: np.ndarray, cfg: DictConfig
+    torch_runner: TorchRunner,
+    onnx_runner: OnnxRunner,
+    inputs: np.ndarray,
+    batch_sizes: list[int],
+    repeats: int,
 ) -> list[dict[str, Any]]:
     """One row per batch size: largest output difference, class agreement, latencies."""
     rows = []
-    for size in cfg.batch_sizes:
+    for size in batch_sizes:
         batch = inputs[:size]
-        expected, actual = torch_runner(batch), onnx_runner(batch)  # (logits, probabilities)
+        expected, actual = torch_runner(batch), onnx_runner(batch)  # same outputs, same order
         diff = max(float(np.abs(e - a).max()) for e, a in zip(expected, actual, strict=True))
-        same_classes = np.array_equal(expected[0].argmax(1), actual[0].argmax(1))
-        torch_ms = latency_ms(torch_runner, batch, cfg.repeats)
-        onnx_ms = latency_ms(onnx_runner, batch, cfg.repeats)
+        # Regression outputs have no classes; their agreement is the difference alone.
+        same_classes = len(expected) == 1 or np.array_equal(
+            expected[0].argmax(1), actual[0].argmax(1)
+        )
+        torch_ms = latency_ms(torch_runner, batch, repeats)
+        onnx_ms = latency_ms(onnx_runner, batch, repeats)
         rows.append(
             {
                 "batch_size": int(size),
@@ -177,7 +217,7 @@ def describe(
     path: Path,
     runner: OnnxRunner,
     cfg: DictConfig,
-    model: RawInputClassifier,
+    model: RawInputModel,
     rows: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """What a user of the ONNX file needs to know, and the evidence that it is faithful."""
@@ -192,8 +232,9 @@ def describe(
         "opset": int(opset),
         "inputs": tensors(runner.session.get_inputs()),
         "outputs": tensors(runner.session.get_outputs()),
-        "input_description": cfg.input_description,
-        "normalisation": {"mean": model.mean.item(), "std": model.std.item()},
+        "input_description": runner.info.input_description,
+        "data": runner.info.to_dict(),
+        "normalisation": {"mean": model.mean.tolist(), "std": model.std.tolist()},
         "tolerance": float(cfg.tolerance),
         "parity": rows,
         "threads": torch.get_num_threads(),

@@ -1,10 +1,12 @@
-"""Predict classes for array or image files with a checkpoint or an exported model.onnx.
+"""Predict with a checkpoint or an exported model.onnx, on arrays, tables or images.
 
 python -m <package>.predict model_path=outputs/export/runs/<time>/model.onnx inputs=x.npy
-python -m <package>.predict model_path=path/to/last.ckpt inputs=[a.png,b.png] invert=true
+python -m <package>.predict model_path=path/to/last.ckpt inputs=[a.png,images/] invert=true
+python -m <package>.predict model_path=model.onnx inputs=new_rows.csv
 
-Both backends take the same raw inputs and give the same classes; the output is CSV or
-JSON (by the suffix of ``output_path``) with one row per input: input, class, probability.
+Both backends take the same raw inputs and give the same predictions; the output is CSV
+or JSON (by the suffix of ``output_path``) with one row per input: the input, then its class
+index, class name and probability (a classifier) or its predicted value (a regression).
 """
 
 import csv
@@ -15,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig
 
-from .checkpoints.io import load_checkpoint
+from .checkpoints.restore import Checkpoint
 from .cli.entry import command
 from .cli.errors import UserError
+from .data.info import DataInfo
 from .data.inputs import read_inputs
 from .models.exportable import from_checkpoint
 from .models.runners import OnnxRunner, TorchRunner
@@ -41,15 +43,10 @@ def predict(cfg: DictConfig) -> list[dict[str, Any]]:
         raise UserError(f"batch_size={cfg.batch_size} must be >= 1; e.g. batch_size=512")
     runner = open_model(cfg)
     paths = list(cfg.inputs) if isinstance(cfg.inputs, ListConfig | list) else [cfg.inputs]
-    inputs, names = read_inputs(
-        paths, runner.input_shape, npz_key=cfg.get("npz_key"), invert=cfg.invert
-    )
+    inputs, names = read_inputs(paths, runner.info, npz_key=cfg.get("npz_key"), invert=cfg.invert)
     prepare_run(cfg)
-    probabilities = in_batches(runner, inputs, cfg.batch_size)
-    rows = [
-        {"input": name, "class": int(p.argmax()), "probability": float(p.max())}
-        for name, p in zip(names, probabilities, strict=True)
-    ]
+    outputs = in_batches(runner, inputs, cfg.batch_size)
+    rows = prediction_rows(names, outputs, runner.info)
     write_predictions(output, rows)
     log.info("%d predictions: %s", len(rows), output)
     return rows
@@ -64,16 +61,29 @@ def open_model(cfg: DictConfig) -> TorchRunner | OnnxRunner:
         if not Path(path).is_file():
             raise UserError(f"model '{path}' does not exist; run the export first")
         return OnnxRunner(path)
-    checkpoint = load_checkpoint(path)
-    data_class = get_class(cfg.data._target_)
-    model = from_checkpoint(cfg, checkpoint, path, data_class)
-    return TorchRunner(model, data_class.input_shape)
+    checkpoint = Checkpoint.open(path, cfg.get("checkpoint_targets") or ())
+    return TorchRunner(from_checkpoint(checkpoint), checkpoint.info)
 
 
 def in_batches(runner: TorchRunner | OnnxRunner, inputs: np.ndarray, size: int) -> np.ndarray:
-    """Probabilities ``(N, num_classes)``, computed ``size`` rows at a time to bound memory."""
+    """The last output (probabilities or values) of every row, ``size`` rows at a time."""
     chunks = np.array_split(inputs, -(-len(inputs) // size))  # ceil(N / size) chunks
-    return np.concatenate([runner(chunk)[1] for chunk in chunks])
+    return np.concatenate([runner(chunk)[-1] for chunk in chunks])
+
+
+def prediction_rows(names: list[str], outputs: np.ndarray, info: DataInfo) -> list[dict[str, Any]]:
+    """One row per input: class index, name and probability, or the predicted value."""
+    if info.target_kind != "class":
+        return [{"input": n, "value": float(v[0])} for n, v in zip(names, outputs, strict=True)]
+    return [
+        {
+            "input": name,
+            "class": int(p.argmax()),
+            "class_name": info.class_names[int(p.argmax())],
+            "probability": float(p.max()),
+        }
+        for name, p in zip(names, outputs, strict=True)
+    ]
 
 
 def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -82,7 +92,7 @@ def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
         text = json.dumps(rows, indent=2) + "\n"
     else:
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=["input", "class", "probability"])
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
         text = buffer.getvalue()

@@ -11,14 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
 from lightning import LightningModule
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from lightning.pytorch.utilities.seed import isolate_rng
 from omegaconf import DictConfig
 
 from .callbacks.confusion import TestConfusionMatrix
 from .callbacks.history import MetricHistory
+from .checkpoints.card import DescribeCheckpoint
 from .checkpoints.io import load_checkpoint, load_weights
 from .checkpoints.resume import resume_path
 from .cli.console import log_config
@@ -28,7 +27,8 @@ from .cli.hints import explain_failures
 from .reporting.plots import write_plots
 from .reporting.summary import objective, summarize, summary_table
 from .runtime.files import write_json
-from .runtime.run import as_floats, build_parts, build_trainer, prepare_run
+from .data.adapters import warn_if_plain
+from .runtime.run import as_floats, build_parts, build_trainer, distributed_sampler, prepare_run
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +36,23 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
     started = time.perf_counter()
-    ckpt_path, init_from = starting_point(cfg)  # checked before anything is written
+    ckpt_path, resumed, init_from = starting_point(cfg)  # checked before anything is written
     run_dir = prepare_run(cfg)
     log_config(cfg)
-    datamodule, model = build_parts(cfg)
+    datamodule, model, info = build_parts(cfg)
+    warn_if_plain(datamodule)
+    if resumed is not None:  # the weights must fit; fit restores these same ones
+        load_weights(model, resumed, ckpt_path)
     if init_from is not None:
         initialise(model, init_from, cfg.init_from, strict=cfg.init_strict)
-    history, confusion = MetricHistory(), TestConfusionMatrix(cfg.model.num_classes)
-    trainer = build_trainer(cfg, callbacks=[history, confusion])
+    history = MetricHistory()
+    extra = [history, DescribeCheckpoint(info)]
+    confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
+    trainer = build_trainer(
+        cfg,
+        callbacks=extra + ([confusion] if confusion else []),
+        use_distributed_sampler=distributed_sampler(datamodule),
+    )
 
     fit_started = time.perf_counter()
     try:
@@ -80,17 +89,20 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     wall_seconds = time.perf_counter() - started
     metrics |= summarize(epochs, trainer.global_step, fit_seconds, wall_seconds, monitor, mode)
     if trainer.is_global_zero:
-        write_plots(run_dir / "plots", epochs, confusion.matrix)
+        write_plots(run_dir / "plots", epochs, confusion.matrix if confusion else None)
         write_json(run_dir / "metrics.json", metrics)
         report(run_dir, metrics)
     return metrics
 
 
-def starting_point(cfg: DictConfig) -> tuple[Path | None, dict[str, Any] | None]:
-    """The checkpoint to resume from and the one to take initial weights from, if any.
+def starting_point(
+    cfg: DictConfig,
+) -> tuple[Path | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """The checkpoint to resume from (path and content) and the one to take weights from.
 
-    Both are loaded and checked against the configured model here, so a bad file stops
-    the run with one line before its run directory is touched.
+    Both are loaded (and verified) here, so a bad file stops the run with one line before
+    its run directory is touched; their weights are checked against the model once it is
+    built for the data.
     """
     ckpt_path = resume_path(cfg)
     if ckpt_path is not None and cfg.get("init_from"):
@@ -99,19 +111,10 @@ def starting_point(cfg: DictConfig) -> tuple[Path | None, dict[str, Any] | None]
             "starts a new one from its weights: set only one"
         )
     if ckpt_path is not None:
-        check_fits(cfg, load_checkpoint(ckpt_path), ckpt_path)
+        return ckpt_path, load_checkpoint(ckpt_path), None
     if not cfg.get("init_from"):
-        return ckpt_path, None
-    init_from = load_checkpoint(cfg.init_from)
-    if cfg.init_strict:
-        check_fits(cfg, init_from, cfg.init_from)
-    return None, init_from
-
-
-def check_fits(cfg: DictConfig, checkpoint: dict[str, Any], path: str | Path) -> None:
-    """Raise a UserError if the checkpoint's weights do not fit the configured model."""
-    with isolate_rng():  # a throwaway model must not shift the seeded run
-        load_weights(instantiate(cfg.model, _recursive_=False), checkpoint, path)
+        return None, None, None
+    return None, None, load_checkpoint(cfg.init_from)
 
 
 def initialise(model: LightningModule, checkpoint: dict[str, Any], path: str, strict: bool) -> None:

@@ -22,6 +22,7 @@ from torch.nn import functional as F  # noqa: N812
 from ..callbacks.confusion import TestConfusionMatrix
 from ..callbacks.history import MetricHistory
 from ..cli.errors import UserError
+from ..data.base import BaseDataModule
 from ..runtime.run import build_trainer
 
 Clock = Callable[[], float]
@@ -205,7 +206,21 @@ def data_loop(
 
 
 def train_tensors(datamodule: LightningDataModule, device: torch.device) -> tuple[Tensor, Tensor]:
-    """The train split's inputs and targets, on ``device``."""
+    """The train split's inputs and targets as the model sees them, on ``device``.
+
+    A contract data module gives them directly; a plain one's train loader is read once.
+    """
     datamodule.setup("fit")
-    split = datamodule.splits["train"]
-    return split.inputs.to(device), split.targets.to(device)
+    if isinstance(datamodule, BaseDataModule):
+        split = datamodule.split_tensors("train")
+        return split.inputs.to(device), split.targets.to(device)
+    batches = list(datamodule.train_dataloader())
+    inputs = torch.cat([batch[0] for batch in batches])
+    return inputs.to(device), torch.cat([batch[1] for batch in batches]).to(device)
+
+
+def train_batch_size(datamodule: LightningDataModule) -> int:
+    """The training batch size: the contract's setting, else the first batch's length."""
+    if isinstance(datamodule, BaseDataModule):
+        return int(datamodule.hparams.batch_size)
+    return len(next(iter(datamodule.train_dataloader()))[0])

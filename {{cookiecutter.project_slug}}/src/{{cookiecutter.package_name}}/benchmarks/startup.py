@@ -20,7 +20,7 @@ from typing import Any
 
 PACKAGE = __package__.rsplit(".", 1)[0]
 SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the package
-STAGES = ("imports", "config", "model_build", "data_setup", "first_step")
+STAGES = ("imports", "config", "data_setup", "model_build", "first_step")
 
 
 def measure_startup(overrides: list[str], runs: int, clock: str = "wall") -> dict[str, Any]:
@@ -90,7 +90,11 @@ def _run_stages(overrides: list[str]) -> None:
 
     from ..runtime.config import config_dir
     from ..runtime.files import write_json
-    from ..runtime.run import build_parts, build_trainer, prepare_run
+    from hydra.utils import instantiate
+
+    from ..data.adapters import data_info
+    from ..models.build import build_model
+    from ..runtime.run import build_trainer, prepare_run
 
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -114,10 +118,11 @@ def _run_stages(overrides: list[str]) -> None:
         cfg = compose(config_name="train", overrides=overrides)
     prepare_run(cfg)
     stamp("config")
-    datamodule, model = build_parts(cfg)
-    stamp("model_build")
-    datamodule.setup("fit")
+    datamodule = instantiate(cfg.data)
+    info = data_info(datamodule, cfg.model.get("num_classes"))
     stamp("data_setup")
+    model = build_model(cfg.model, info)
+    stamp("model_build")
     trainer = build_trainer(cfg, callbacks=[FirstStep()])
     with contextlib.suppress(StopTimingError):
         trainer.fit(model, datamodule=datamodule)

@@ -6,17 +6,14 @@ checkpoint into a UserError; every entry point loads through it.
 
 import pickle
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import instantiate
-from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch import nn
 
-from ..cli.errors import UserError
+from ..cli.errors import UserError, first_line
 from ..runtime.files import write_atomic
 
 LISTED_KEYS = 10  # how many key names an error message lists
@@ -48,38 +45,13 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as error:
         raise UserError(
             f"checkpoint '{path}' is not a readable PyTorch checkpoint (truncated or "
-            f"corrupt: {_first_line(error)}); use another checkpoint or retrain"
+            f"corrupt: {first_line(error)}); use another checkpoint or retrain"
         ) from error
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise UserError(
             f"checkpoint '{path}' has no 'state_dict'; pass a checkpoint written by training"
         )
     return checkpoint
-
-
-def restore_model(
-    model_class: Callable[..., LightningModule], checkpoint: dict[str, Any], path: str | Path
-) -> LightningModule:
-    """Rebuild the model from the checkpoint's own hyperparameters and load its weights."""
-    name = getattr(model_class, "__qualname__", str(model_class))
-    try:
-        model = model_class(**checkpoint["hyper_parameters"])
-    except (KeyError, TypeError, ImportError, AttributeError) as error:
-        raise UserError(
-            f"checkpoint '{path}' cannot rebuild a {name} ({_first_line(error)}); "
-            "pass a checkpoint trained with this model"
-        ) from error
-    load_weights(model, checkpoint, path)
-    return model
-
-
-def restore_datamodule(data_cfg: Any, checkpoint: dict[str, Any]) -> LightningDataModule:
-    """The data module configured as in the checkpoint's run.
-
-    The run's data settings (seed, split fractions) are saved in the checkpoint and win over
-    the config, so the split is the one the model was trained and tested on.
-    """
-    return instantiate(data_cfg, **checkpoint.get("datamodule_hyper_parameters", {}))
 
 
 def load_weights(
@@ -140,9 +112,4 @@ def _unsafe_reason(error: BaseException) -> str:
     """The line of torch's weights-only error that names the refused object."""
     lines = [line.strip() for line in str(error).splitlines()]
     named = [line for line in lines if "Unsupported global" in line]
-    return (named or [_first_line(error)])[0].rstrip(".")
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    return (named or [first_line(error)])[0].rstrip(".")

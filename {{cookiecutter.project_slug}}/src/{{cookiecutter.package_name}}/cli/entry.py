@@ -23,7 +23,11 @@ DEBUG_ENV = "TRACEBACK"  # TRACEBACK=1 shows the full traceback of a user error
 
 
 def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
-    """Turn ``task(cfg)`` into a console entry point reading ``configs/<config_name>.yaml``."""
+    """Turn ``task(cfg)`` into a console entry point reading ``configs/<config_name>.yaml``.
+
+    A config whose ``data`` is an empty mapping (eval, export: the checkpoint holds the data
+    settings) takes ``data.<setting>=value`` as an addition to it, without Hydra's ``+``.
+    """
 
     # hydra.run.dir of train.yaml asks this where a resumed run continues.
     OmegaConf.register_new_resolver("run_dir", run_dir, replace=True)
@@ -42,6 +46,8 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
 
         @functools.wraps(task)
         def main_with_hints() -> None:
+            if takes_data_settings(config_name):
+                sys.argv[1:] = [as_addition(arg) for arg in sys.argv[1:]]
             try:
                 main()
             except SystemExit as stop:
@@ -52,6 +58,19 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
         return main_with_hints
 
     return wrap
+
+
+def takes_data_settings(config_name: str) -> bool:
+    """Whether ``configs/<config_name>.yaml`` declares ``data: {}`` for overrides."""
+    path = config_dir() / f"{config_name}.yaml"
+    return path.is_file() and any(
+        line.strip() == "data: {}" for line in path.read_text().splitlines()
+    )
+
+
+def as_addition(arg: str) -> str:
+    """``data.path=x`` -> ``+data.path=x``: a key added to the empty ``data`` node."""
+    return f"+{arg}" if arg.startswith("data.") and "=" in arg else arg
 
 
 def print_hints(config_name: str, overrides: list[str]) -> None:

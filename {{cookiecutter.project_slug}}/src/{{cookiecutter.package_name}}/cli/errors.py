@@ -6,3 +6,10 @@ class UserError(Exception):
 
     The message names the value, what is wrong with it and how to fix it.
     """
+
+
+def first_line(error: BaseException, limit: int = 160) -> str:
+    """The first line of an error's message (its type if empty), cut to ``limit`` characters."""
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

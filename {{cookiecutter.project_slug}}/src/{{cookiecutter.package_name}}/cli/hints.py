@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import torch
 from omegaconf import DictConfig
 
-from .errors import UserError
+from .errors import UserError, first_line
 
 Hint = Callable[[BaseException, DictConfig], str | None]
 
@@ -114,9 +114,3 @@ def explain_failures(cfg: DictConfig) -> Iterator[None]:
         if message is None:
             raise
         raise UserError(message) from error
-
-
-def first_line(error: BaseException, limit: int = 160) -> str:
-    lines = str(error).strip().splitlines()
-    text = lines[0] if lines else type(error).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,5 +1,16 @@
-"""Data modules and the pieces they are made of."""
+"""Data modules: the contract every one follows (``base.py``) and the ones that ship."""
 
+from .base import BaseDataModule, Rows
+from .info import DataInfo
+from .csv import CsvDataModule
 from .digits import DigitsDataModule
+from .image_folder import ImageFolderDataModule
 
-__all__ = ["DigitsDataModule"]
+__all__ = [
+    "BaseDataModule",
+    "CsvDataModule",
+    "DataInfo",
+    "DigitsDataModule",
+    "ImageFolderDataModule",
+    "Rows",
+]

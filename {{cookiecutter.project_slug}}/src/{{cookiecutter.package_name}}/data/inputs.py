@@ -1,61 +1,81 @@
-"""Read user inputs for prediction: array files (.npy, .npz) or image files.
+"""Read what users have for prediction: arrays, CSV rows, image files or folders of them.
 
-Everything becomes raw float32 of shape ``(N, *input_shape)`` (for digits ``(N, 1, 8, 8)``
-in [0, 1]), checked against the shape the model expects, with one name per row.
+Everything becomes raw float32 ``(N, *input_shape)`` on the scale the model was trained on,
+with one name per row, read the way training read its data (``DataInfo`` says how).
 """
 
+import csv
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from ..cli.errors import UserError
+from .images import IMAGE_SUFFIXES, load_image
+from .info import DataInfo
+from .tables import numeric_column, read_table
+
+log = logging.getLogger(__name__)
 
 ARRAY_SUFFIXES = (".npy", ".npz")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+TABLE_SUFFIXES = (".csv",)
+POLARITY_GAP = 0.35  # background brighter/darker than training's by this much: warn
 
 
 def read_inputs(
     paths: Sequence[str | Path],
-    input_shape: tuple[int, ...],
+    info: DataInfo,
     *,
     npz_key: str | None = None,
     invert: bool = False,
 ) -> tuple[np.ndarray, list[str]]:
-    """All rows of all files, in order, and a name per row (``file[i]`` or the image file).
+    """All rows of all inputs, in order, and a name per row (``file[i]`` or the image file).
 
     Args:
-        paths: .npy/.npz files holding ``(N, *input_shape)`` floats, or image files.
-        input_shape: the shape of one input, e.g. ``(1, 8, 8)``.
+        paths: .npy/.npz arrays of ``(N, *input_shape)``, .csv tables with the training
+            columns, image files, or folders (searched recursively for all of these).
+        info: what the model takes (shape, feature names, image background).
         npz_key: the array to read from a .npz holding several.
-        invert: images show a dark digit on a light background (training data is light
-            on dark), so flip them.
+        invert: flip images' polarity (dark on light to light on dark, or back).
     """
     if not paths:
-        raise UserError("no inputs given; pass inputs=file.npy or inputs=[a.png,b.png]")
-    arrays, names = [], []
+        raise UserError("no inputs given; pass inputs=file.npy, a folder, or inputs=[a.png,b.png]")
+    known = ARRAY_SUFFIXES + TABLE_SUFFIXES + IMAGE_SUFFIXES
+    files: list[Path] = []
     for path in map(Path, paths):
-        if not path.is_file():
-            raise UserError(
-                f"input '{path}' is not an existing file; pass .npy/.npz or image files, "
-                "several as a list: inputs=[a.png,b.png]"
-            )
-        suffix = path.suffix.lower()
-        if suffix in ARRAY_SUFFIXES:
-            array = check_array(read_array(path, npz_key), input_shape, str(path))
-            names += [f"{path}[{row}]" for row in range(len(array))]
-        elif suffix in IMAGE_SUFFIXES:
-            array = read_image(path, input_shape, invert=invert)[None]
-            names.append(str(path))
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in known)
+            if not found:
+                raise UserError(f"folder '{path}' holds no {', '.join(known)} files")
+            files += found
+        elif path.is_file():
+            files.append(path)
         else:
             raise UserError(
-                f"input '{path}' has suffix '{path.suffix}'; use one of "
-                f"{', '.join(ARRAY_SUFFIXES + IMAGE_SUFFIXES)}"
+                f"input '{path}' is not an existing file or folder; pass .npy/.npz/.csv or "
+                "image files or folders, several as a list: inputs=[a.png,b.png]"
             )
+    arrays, names, images = [], [], []
+    for path in files:
+        suffix = path.suffix.lower()
+        if suffix in ARRAY_SUFFIXES:
+            array = check_array(read_array(path, npz_key), info.input_shape, str(path))
+            names += [f"{path}[{row}]" for row in range(len(array))]
+        elif suffix in TABLE_SUFFIXES:
+            array = read_rows(path, info)
+            names += [f"{path}[{row}]" for row in range(len(array))]
+        elif suffix in IMAGE_SUFFIXES:
+            array = read_image(path, info, invert=invert)[None]
+            names.append(str(path))
+            images.append(array[0])
+        else:
+            raise UserError(f"input '{path}' has suffix '{path.suffix}'; use one of {', '.join(known)}")
         arrays.append(array)
     if not sum(len(a) for a in arrays):
         raise UserError(f"inputs {[str(p) for p in paths]} hold no rows; pass some data")
+    if images:
+        warn_if_inverted(images, info, invert)
     return np.concatenate(arrays).astype(np.float32, copy=False), names
 
 
@@ -84,7 +104,7 @@ def check_array(array: np.ndarray, input_shape: tuple[int, ...], source: str) ->
     if array.dtype.kind != "f":
         raise UserError(
             f"input '{source}' has dtype {array.dtype}; expected floats of shape {expected} "
-            "on the scale of the data module's load_raw() (digits: pixels / 16, in [0, 1])"
+            "on the scale of the data module's raw inputs (export.json: input_description)"
         )
     if array.ndim != len(input_shape) + 1 or tuple(array.shape[1:]) != tuple(input_shape):
         raise UserError(
@@ -98,19 +118,58 @@ def check_array(array: np.ndarray, input_shape: tuple[int, ...], source: str) ->
     return array
 
 
-def read_image(path: Path, input_shape: tuple[int, ...], *, invert: bool) -> np.ndarray:
-    """One image as ``input_shape`` floats in [0, 1]: grey (1 channel) or RGB (3)."""
-    channels, height, width = input_shape
-    if channels not in (1, 3):
-        raise UserError(f"images cannot feed a model taking {channels} channels; pass arrays")
-    try:
-        with Image.open(path) as image:
-            image = image.convert("L" if channels == 1 else "RGB")
-            if image.size != (width, height):
-                # Box filter: each pixel is the mean of the area it covers, like a downscan.
-                image = image.resize((width, height), Image.Resampling.BOX)
-            pixels = np.asarray(image, dtype=np.float32) / 255.0
-    except (UnidentifiedImageError, OSError) as error:
-        raise UserError(f"input '{path}' is not a readable image ({error})") from error
-    pixels = pixels.reshape(height, width, channels).transpose(2, 0, 1)  # (C, H, W)
+def read_rows(path: Path, info: DataInfo) -> np.ndarray:
+    """A CSV's feature columns (by the names the model was trained on); other columns ignored."""
+    if not info.feature_names:
+        raise UserError(
+            f"input '{path}' is a table, but the model was not trained on one; pass "
+            f"{'images' if len(info.input_shape) == 3 else '.npy arrays'} instead"
+        )
+    header, rows = read_table(path, what="input")
+    missing = [name for name in info.feature_names if name not in header]
+    if missing:
+        raise UserError(
+            f"input '{path}' lacks the column(s) {', '.join(missing)} the model was trained "
+            f"on; it needs {', '.join(info.feature_names)}"
+        )
+    index = {name: i for i, name in enumerate(header)}
+    columns = [
+        numeric_column(path, name, [row[index[name]] for row in rows]) for name in info.feature_names
+    ]
+    return np.stack(columns, axis=1).reshape(len(rows), *info.input_shape)
+
+
+def read_image(path: Path, info: DataInfo, *, invert: bool) -> np.ndarray:
+    """One image as ``input_shape`` floats in [0, 1], converted as training converted them."""
+    if len(info.input_shape) != 3:
+        raise UserError(
+            f"input '{path}' is an image, but the model takes inputs of shape "
+            f"{info.input_shape}; pass .npy or .csv rows"
+        )
+    channels, height, width = info.input_shape
+    pixels = load_image(path, channels, (height, width))
     return 1.0 - pixels if invert else pixels
+
+
+def warn_if_inverted(images: list[np.ndarray], info: DataInfo, invert: bool) -> None:
+    """Warn when images' background is the opposite of the training data's (light vs dark)."""
+    if info.background is None:
+        return
+    flipped = []
+    for image in images:
+        border = np.concatenate([image[:, 0], image[:, -1], image[:, :, 0], image[:, :, -1]], axis=None)
+        if abs(float(border.mean()) - info.background) > POLARITY_GAP:
+            flipped.append(image)
+    if flipped:
+        shade = "dark" if info.background < 0.5 else "light"
+        fix = "drop invert=true" if invert else "pass invert=true"
+        log.warning(
+            "%d of %d images have a background unlike the training data's (%s, mean %.2f): "
+            "predictions on inverted images are unreliable; %s if they are dark-on-light "
+            "versions of the training images",
+            len(flipped),
+            len(images),
+            shade,
+            info.background,
+            fix,
+        )

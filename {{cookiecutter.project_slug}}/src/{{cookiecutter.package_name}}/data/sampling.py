@@ -34,7 +34,8 @@ class EpochBatchSampler(Sampler[Tensor]):
 
     Lightning calls :meth:`set_epoch` before each epoch. Under DDP each rank takes every
     ``world_size``-th index of the same permutation (padded to equal length), so shards
-    are disjoint and every rank runs the same number of steps.
+    are disjoint and every rank runs the same number of steps. With ``with_epoch`` each
+    batch comes as ``(epoch, indices)``, for datasets whose samples depend on the epoch.
     """
 
     def __init__(
@@ -47,6 +48,7 @@ class EpochBatchSampler(Sampler[Tensor]):
         drop_last: bool = False,
         rank: int = 0,
         world_size: int = 1,
+        with_epoch: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -57,6 +59,7 @@ class EpochBatchSampler(Sampler[Tensor]):
         self.drop_last = drop_last
         self.rank = rank
         self.world_size = world_size
+        self.with_epoch = with_epoch
         self.epoch = 0
         self.skip = 0  # batches of `epoch` to skip on the next pass (mid-epoch resume)
         self.consumed = 0  # batches of `epoch` the training loop has finished
@@ -92,13 +95,18 @@ class EpochBatchSampler(Sampler[Tensor]):
             return per_rank // self.batch_size
         return -(-per_rank // self.batch_size)
 
-    def __iter__(self) -> Iterator[Tensor]:
+    def __iter__(self) -> Iterator[Tensor | tuple[int, Tensor]]:
         batches = list(self._shard().split(self.batch_size))
         if self.drop_last and len(batches[-1]) < self.batch_size:
             batches.pop()
         start, self.skip = self.skip, 0
         self.consumed = start
-        yield from batches[start:]
+        if not self.with_epoch:
+            yield from batches[start:]
+            return
+        # The dataset (a copy in each worker) learns the epoch from the batch it is given.
+        for batch in batches[start:]:
+            yield self.epoch, batch
 
     def state_dict(self) -> dict[str, int]:
         """Where a resumed run starts: ``epoch`` and the batches of it already consumed."""

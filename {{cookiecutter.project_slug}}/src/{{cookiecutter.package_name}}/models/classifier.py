@@ -27,10 +27,11 @@ class Classifier(LightningModule):
     (:class:`EpochStats`); validation and test use torchmetrics.
 
     Args:
-        net: config of the network, e.g. ``{"_target_": "...SmallCNN", "num_classes": 10}``.
+        net: config of the network, e.g. ``{"_target_": "...SmallCNN", "num_outputs": 10}``.
         optimizer: config of a ``torch.optim`` optimizer, built over the net's parameters.
         scheduler: config of an epoch-wise LR scheduler, or ``None`` for a constant LR.
-        num_classes: number of classes, for the accuracy metrics.
+        num_classes: number of classes, for the accuracy metrics; the model builder sets it
+            from the data (``models/build.py``).
         compile: run the net through ``torch.compile``. The net itself stays the
             registered module, so checkpoints hold its plain parameter names (no
             ``_orig_mod.``) and load into an uncompiled model. Not saved as a
@@ -42,7 +43,7 @@ class Classifier(LightningModule):
         net: dict[str, Any],
         optimizer: dict[str, Any],
         scheduler: dict[str, Any] | None = None,
-        num_classes: int = 10,
+        num_classes: int = 2,
         compile: bool = False,
     ) -> None:
         super().__init__()

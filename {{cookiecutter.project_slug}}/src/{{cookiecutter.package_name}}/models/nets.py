@@ -1,5 +1,11 @@
-"""Plain ``nn.Module`` networks. They know nothing about Lightning or the data."""
+"""Plain ``nn.Module`` networks. They know nothing about Lightning or the data.
 
+Their sizes come from the data: a net that takes ``input_shape`` (one input's shape) and
+``num_outputs`` (classes, or 1 for a regression) gets them filled in by the model builder,
+so a model config names only its own choices (widths, dropout).
+"""
+
+import math
 from collections.abc import Sequence
 
 from torch import Tensor, nn
@@ -19,47 +25,47 @@ class SmallCNN(nn.Module):
 
     def __init__(
         self,
-        num_classes: int,
-        in_channels: int = 1,
+        input_shape: Sequence[int],
+        num_outputs: int,
         channels: Sequence[int] = (32, 64),
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
         first, second = channels
         self.features = nn.Sequential(
-            conv_block(in_channels, first),
+            conv_block(input_shape[0], first),
             conv_block(first, first),
             nn.MaxPool2d(2),
             conv_block(first, second),
             nn.AdaptiveAvgPool2d(1),
             nn.Flatten(),
         )
-        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(second, num_classes))
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(second, num_outputs))
 
     def forward(self, images: Tensor) -> Tensor:
-        # images: (B, C, H, W) -> features: (B, channels[-1]) -> logits: (B, num_classes)
+        # images: (B, C, H, W) -> features: (B, channels[-1]) -> outputs: (B, num_outputs)
         return self.head(self.features(images))
 
 
 class MLP(nn.Module):
-    """Flatten the image, then hidden layers of Linear -> ReLU -> Dropout."""
+    """Flatten the input, then hidden layers of Linear -> ReLU -> Dropout."""
 
     def __init__(
         self,
-        num_classes: int,
-        in_features: int = 64,
+        input_shape: Sequence[int],
+        num_outputs: int,
         hidden: Sequence[int] = (256, 128),
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
-        width = in_features
+        width = math.prod(input_shape)
         for size in hidden:
             layers += [nn.Linear(width, size), nn.ReLU(inplace=True), nn.Dropout(dropout)]
             width = size
-        layers.append(nn.Linear(width, num_classes))
+        layers.append(nn.Linear(width, num_outputs))
         self.layers = nn.Sequential(*layers)
 
-    def forward(self, images: Tensor) -> Tensor:
-        # images: (B, C, H, W) -> (B, C*H*W) -> logits: (B, num_classes)
-        return self.layers(images)
+    def forward(self, inputs: Tensor) -> Tensor:
+        # inputs: (B, *input_shape) -> (B, prod(input_shape)) -> outputs: (B, num_outputs)
+        return self.layers(inputs)

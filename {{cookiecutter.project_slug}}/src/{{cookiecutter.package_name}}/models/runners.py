@@ -1,32 +1,40 @@
 """Run the shipped model with PyTorch or with onnxruntime, on the same numpy inputs.
 
-Both runners take raw inputs ``(N, *input_shape)`` float32 and return ``(logits,
-probabilities)`` as numpy arrays, so callers compare or swap them freely.
+Both runners take raw inputs ``(N, *input_shape)`` float32, return the model's outputs as
+numpy arrays (``logits, probabilities`` or ``values``) and carry the data's
+:class:`~..data.info.DataInfo`, so callers compare or swap them freely.
 """
 
+import json
 from pathlib import Path
 
 import numpy as np
 import onnxruntime
 import torch
 
-from ..cli.errors import UserError
-from .exportable import INPUT_NAME, OUTPUT_NAMES, RawInputClassifier
+from ..cli.errors import UserError, first_line
+from ..data.info import DataInfo
+from .exportable import RawInputModel, output_names
 
-Outputs = tuple[np.ndarray, np.ndarray]
+Outputs = tuple[np.ndarray, ...]
+INFO_KEY = "data_info"  # the exported model's metadata entry holding the DataInfo as JSON
 
 
 class TorchRunner:
     """The PyTorch model in eval mode, without autograd."""
 
-    def __init__(self, model: RawInputClassifier, input_shape: tuple[int, ...]) -> None:
+    def __init__(self, model: RawInputModel, info: DataInfo) -> None:
         self.model = model.eval()
-        self.input_shape = tuple(input_shape)
+        self.info = info
 
-    def __call__(self, images: np.ndarray) -> Outputs:
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.info.input_shape
+
+    def __call__(self, inputs: np.ndarray) -> Outputs:
         with torch.inference_mode():
-            logits, probabilities = self.model(torch.from_numpy(images))
-        return logits.numpy(), probabilities.numpy()
+            outputs = self.model(torch.from_numpy(inputs))
+        return tuple(output.numpy() for output in outputs)
 
 
 class OnnxRunner:
@@ -42,19 +50,23 @@ class OnnxRunner:
                 str(path), options, providers=["CPUExecutionProvider"]
             )
         except Exception as error:  # onnxruntime raises its own untyped errors
-            first = str(error).strip().splitlines()[0] if str(error).strip() else "unreadable"
             raise UserError(
-                f"'{path}' is not a loadable ONNX model ({first}); pass a model.onnx written "
-                "by the export"
+                f"'{path}' is not a loadable ONNX model ({first_line(error)}); pass a "
+                "model.onnx written by the export"
             ) from error
-        [model_input] = self.session.get_inputs()
-        if model_input.name != INPUT_NAME:
+        metadata = self.session.get_modelmeta().custom_metadata_map
+        if INFO_KEY not in metadata or len(self.session.get_inputs()) != 1:
             raise UserError(
-                f"ONNX model '{path}' takes input '{model_input.name}', not '{INPUT_NAME}'; "
+                f"ONNX model '{path}' does not describe its input (no '{INFO_KEY}' metadata); "
                 "pass a model.onnx written by this project's export"
             )
-        self.input_shape = tuple(model_input.shape[1:])
+        self.info = DataInfo.from_dict(json.loads(metadata[INFO_KEY]))
+        self.input_name = self.session.get_inputs()[0].name
+        self.outputs = list(output_names(self.info.target_kind))
 
-    def __call__(self, images: np.ndarray) -> Outputs:
-        logits, probabilities = self.session.run(list(OUTPUT_NAMES), {INPUT_NAME: images})
-        return logits, probabilities
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.info.input_shape
+
+    def __call__(self, inputs: np.ndarray) -> Outputs:
+        return tuple(self.session.run(self.outputs, {self.input_name: inputs}))

@@ -12,7 +12,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..callbacks.step_hooks import skip_unused_step_hooks
 from ..cli.errors import UserError
-from .config import instantiate_each
+from ..data.adapters import data_info, is_contract
+from ..data.info import DataInfo
+from ..models.build import build_model
+from .config import instantiate_each, to_plain
 from .files import write_atomic
 from .precision import resolve_precision
 
@@ -35,6 +38,9 @@ def build_trainer(
 
     Callbacks get no calls of the per-step hooks they do not implement (see
     ``callbacks/step_hooks.py``); add callbacks here, not to ``trainer.callbacks`` later.
+    Lightning's distributed sampler stays off unless ``use_distributed_sampler=True`` is
+    passed: the project's data modules shard their own batches (a plain data module needs
+    it on, see ``distributed_sampler``).
     """
     if cfg.trainer.get("accelerator") in ("gpu", "cuda") and not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
@@ -50,7 +56,7 @@ def build_trainer(
         cfg.trainer,
         callbacks=built + (callbacks or []),
         logger=loggers or False,
-        **{"precision": precision, **overrides},
+        **{"precision": precision, "use_distributed_sampler": False, **overrides},
     )
     skip_unused_step_hooks(trainer.callbacks)  # including those Lightning added itself
     if trainer.is_global_zero:
@@ -58,11 +64,28 @@ def build_trainer(
     return trainer
 
 
-def build_parts(cfg: DictConfig) -> tuple[LightningDataModule, LightningModule]:
-    """The data module and the model named by the config."""
+def build_parts(cfg: DictConfig) -> tuple[LightningDataModule, LightningModule, DataInfo]:
+    """The data module (set up), the model sized for its data, and the data's metadata."""
     datamodule = instantiate(cfg.data)
-    model = instantiate(cfg.model, _recursive_=False, compile=cfg.get("compile", False))
-    return datamodule, model
+    info = data_info(datamodule, cfg.model.get("num_classes"))
+    model = build_model(cfg.model, info, compile=cfg.get("compile", False))
+    return datamodule, model, info
+
+
+def data_overrides(cfg: DictConfig) -> dict[str, Any]:
+    """The ``data.<setting>=`` values given to eval or export, over the checkpoint's own."""
+    data = cfg.get("data")
+    if data is not None and not OmegaConf.is_dict(data):
+        raise UserError(
+            f"data={data}: eval and export use the checkpoint's own data module; change one "
+            "of its settings with data.<setting>=..., e.g. data.path=/new/table.csv"
+        )
+    return to_plain(data) if data else {}
+
+
+def distributed_sampler(datamodule: LightningDataModule) -> bool:
+    """Whether Lightning must shard the loaders: yes for data modules that do not do it."""
+    return not is_contract(datamodule)
 
 
 def as_floats(metrics: dict[str, Any]) -> dict[str, float]:

@@ -1,0 +1,29 @@
+"""A checkpoint that describes itself: what rebuilds its data module and its model.
+
+Written into every training checkpoint by :class:`DescribeCheckpoint`; read back by
+:mod:`.restore`, so eval, export and predict need nothing but the checkpoint.
+"""
+
+from typing import Any
+
+from lightning import Callback, LightningModule, Trainer
+
+from ..data.adapters import data_card
+from ..data.info import DataInfo
+
+DATA_KEY = "data"
+MODEL_KEY = "model"
+
+
+class DescribeCheckpoint(Callback):
+    """Add the data card and the model's class to every checkpoint the trainer writes."""
+
+    def __init__(self, info: DataInfo) -> None:
+        self.info = info
+
+    def on_save_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        cls = type(pl_module)
+        checkpoint[DATA_KEY] = data_card(trainer.datamodule, self.info)
+        checkpoint[MODEL_KEY] = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}

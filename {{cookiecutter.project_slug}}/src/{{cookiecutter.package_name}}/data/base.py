@@ -1,0 +1,466 @@
+"""The data contract: subclass :class:`BaseDataModule`, implement :meth:`~BaseDataModule.read`.
+
+A subclass says how to read its raw rows; this base owns everything else, and every other
+part of the project (the model's sizes, checkpoints, export, predict, bench) reads only
+what it exposes here:
+
+- the seeded train/val/test split (or the splits ``read`` gives), fixed by ``seed``;
+- normalisation statistics from the train split only, as tensors (scalar, per channel or
+  per feature), applied to every split and baked into the exported model;
+- the sampler: an order that is a function of ``(seed, epoch)``, sharded across DDP ranks,
+  with its position saved in checkpoints so a resumed run sees the same batches;
+- two loader paths: batches sliced straight from in-memory tensors (``num_workers=0``, no
+  per-sample work), or a DataLoader whose workers decode and augment each sample with
+  randomness drawn from ``(seed, epoch, sample index)``, so augmentation resumes exactly;
+- metadata (:class:`DataInfo`): input shape, target kind, class names, the input's name and
+  description, and the background level images were trained with.
+
+A minimal subclass::
+
+    class MyData(BaseDataModule):
+        def read(self) -> Rows:
+            inputs = torch.load(...)               # (N, *input_shape) float32, raw
+            targets = torch.load(...)              # (N,) int64 class indices
+            return Rows(inputs, targets, class_names=["cat", "dog"])
+"""
+
+import logging
+from abc import abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning import LightningDataModule
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+from ..cli.errors import UserError
+from .info import DataInfo
+from .loading import in_memory_loader
+from .sampling import EpochBatchSampler, TensorPairs
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "val", "test")
+NORMALIZE = ("scalar", "channel", "feature", "none")
+TARGET_KINDS = ("class", "value")
+Batch = tuple[Tensor, Tensor]
+
+
+@dataclass
+class Rows:
+    """What :meth:`BaseDataModule.read` returns: every raw row of the data.
+
+    Args:
+        inputs: ``(N, *input_shape)`` float tensor of raw inputs, or a sequence of ``N``
+            items (e.g. file paths) that :meth:`BaseDataModule.decode` turns into tensors.
+        targets: ``(N,)`` int64 class indices, or float32 values for a regression target.
+        class_names: the name of each class index; empty for real-valued targets.
+    """
+
+    inputs: Tensor | Sequence[Any]
+    targets: Tensor
+    class_names: Sequence[str] = ()
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+
+class BaseDataModule(LightningDataModule):
+    """The generic half of every data module; a subclass implements :meth:`read`.
+
+    Args:
+        batch_size: training batch size (per process under DDP).
+        eval_batch_size: batch size of validation and test.
+        val_fraction: share of the rows held out for validation (when ``read`` gives no
+            validation split of its own).
+        test_fraction: share held out for the test (when ``read`` gives no test split).
+        seed: fixes the split, the order of every epoch and each sample's augmentation.
+        num_workers: DataLoader worker processes; 0 slices in-memory tensors directly.
+        normalize: statistics of the train split to normalise with: ``scalar`` (one mean
+            and std), ``channel`` (per channel of ``(C, H, W)`` inputs), ``feature`` (per
+            element of the input, e.g. per column of a table) or ``none``.
+    """
+
+    input_name = "inputs"  # what the exported model calls its input; subclasses rename it
+
+    def __init__(
+        self,
+        batch_size: int = 64,
+        eval_batch_size: int = 512,
+        val_fraction: float = 0.15,
+        test_fraction: float = 0.15,
+        seed: int = 0,
+        num_workers: int = 0,
+        normalize: str = "scalar",
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()  # the subclass's arguments too: they rebuild it
+        self.rows: Rows | None = None
+        self.parts: dict[str, Tensor] = {}  # each split's row indices into self.rows
+        self.mean = torch.zeros(())
+        self.std = torch.ones(())
+        self._info: DataInfo | None = None
+        self._splits: dict[str, TensorPairs] = {}  # normalised tensors (in-memory data)
+        self.train_sampler: EpochBatchSampler | None = None
+        self._train_sampler_state: dict[str, int] | None = None  # from a checkpoint
+
+    # ---- what a subclass implements -------------------------------------------------------
+
+    @abstractmethod
+    def read(self) -> Rows | dict[str, Rows]:
+        """All raw rows, or a dict of given splits (``train`` and ``test``, ``val`` optional).
+
+        Called once, at setup: check paths here, not in ``__init__``, so configs compose
+        without the files.
+        """
+
+    def decode(self, item: Any) -> Tensor:
+        """One raw input from one of ``Rows.inputs`` when those are not tensors (e.g. a path)."""
+        raise NotImplementedError(f"{type(self).__name__}.read() gave items; define decode()")
+
+    def augment(self, sample: Tensor, generator: torch.Generator) -> Tensor:
+        """Training-time augmentation of one raw sample; draw randomness from ``generator``."""
+        return sample
+
+    @property
+    def augments(self) -> bool:
+        """Whether the train split is augmented (then it goes through the DataLoader path)."""
+        return False
+
+    def describe_input(self, info: DataInfo) -> str:
+        """One sentence on what one input is: its shape, scale and meaning."""
+        shape = ", ".join(map(str, info.input_shape))
+        return f"float32 (N, {shape}): raw inputs as {type(self).__name__}.read() gives them"
+
+    def feature_names(self) -> tuple[str, ...]:
+        """Tabular data: the name of each input feature, in order."""
+        return ()
+
+    @classmethod
+    def make_fixture(cls, directory: Path) -> dict[str, Any] | None:
+        """Write a small data set under ``directory`` for the contract tests.
+
+        Return the ``data.*`` settings that point the module at it (``{}`` when it needs no
+        files), or ``None`` to have the contract tests skip this data module.
+        """
+        return None
+
+    # ---- setup ------------------------------------------------------------------------------
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.rows is not None:
+            return
+        check_settings(self.hparams)
+        rows, parts = self._split(self.read())
+        check_rows(type(self).__name__, rows, parts)
+        self.rows, self.parts = rows, parts
+        train = self.raw_inputs("train")
+        self.mean, self.std = statistics(train, self.hparams.normalize)
+        if isinstance(rows.inputs, Tensor):
+            self._splits = {
+                name: TensorPairs(self.normalise(rows.inputs[index]), rows.targets[index])
+                for name, index in parts.items()
+            }
+        info = DataInfo(
+            input_shape=tuple(train.shape[1:]),
+            target_kind="class" if rows.class_names else "value",
+            class_names=tuple(rows.class_names),
+            input_name=self.input_name,
+            feature_names=self.feature_names(),
+            background=border_mean(train),
+            split_sizes={name: len(index) for name, index in parts.items()},
+        )
+        self._info = DataInfo(**{**info.__dict__, "input_description": self.describe_input(info)})
+        sizes = ", ".join(f"{name} {len(index)}" for name, index in parts.items())
+        log.info("data: %s (%s)", type(self).__name__, sizes)
+
+    @property
+    def info(self) -> DataInfo:
+        """The data's metadata; the data module must be set up."""
+        if self._info is None:
+            self.setup()
+        assert self._info is not None
+        return self._info
+
+    def normalise(self, inputs: Tensor) -> Tensor:
+        """Raw inputs ``(B, *input_shape)`` as the model sees them."""
+        return (inputs - self.mean) / self.std
+
+    def raw_inputs(self, split: str, limit: int | None = None) -> Tensor:
+        """The first ``limit`` (default all) raw inputs of ``split``: what the shipped model takes."""
+        assert self.rows is not None, "set the data module up first"
+        index = self.parts[split][:limit]
+        if isinstance(self.rows.inputs, Tensor):
+            return self.rows.inputs[index]
+        return torch.stack([self.decode(self.rows.inputs[i]) for i in index.tolist()])
+
+    def targets(self, split: str) -> Tensor:
+        assert self.rows is not None, "set the data module up first"
+        return self.rows.targets[self.parts[split]]
+
+    def split_tensors(self, split: str) -> TensorPairs:
+        """Normalised inputs and targets of ``split`` in memory (for benchmarks and tests)."""
+        if split in self._splits:
+            return self._splits[split]
+        return TensorPairs(self.normalise(self.raw_inputs(split)), self.targets(split))
+
+    def _split(self, read: Rows | dict[str, Rows]) -> tuple[Rows, dict[str, Tensor]]:
+        """All rows in one ``Rows`` and each split's indices into it."""
+        if isinstance(read, Rows):
+            return read, self._seeded_split(len(read))
+        if not {"train", "test"} <= read.keys() or not read.keys() <= set(SPLITS):
+            raise UserError(
+                f"{type(self).__name__}.read() returned splits {sorted(read)}; return Rows, "
+                "or a dict with 'train' and 'test' (and optionally 'val')"
+            )
+        names = [name for name in SPLITS if name in read]
+        rows = concatenate([read[name] for name in names])
+        starts = torch.tensor([0, *(len(read[name]) for name in names)]).cumsum(0)
+        parts = {
+            name: torch.arange(int(starts[i]), int(starts[i + 1])) for i, name in enumerate(names)
+        }
+        if "val" not in parts:  # carved from the given train split, seeded
+            train = parts["train"]
+            order = train[self._permutation(len(train))]
+            n_val = round(len(train) * self.hparams.val_fraction)
+            parts = {"train": order[n_val:], "val": order[:n_val], "test": parts["test"]}
+        return rows, parts
+
+    def _seeded_split(self, size: int) -> dict[str, Tensor]:
+        order = self._permutation(size)
+        n_val = round(size * self.hparams.val_fraction)
+        n_test = int(size * self.hparams.test_fraction)
+        n_train = size - n_val - n_test
+        return dict(zip(SPLITS, order.split([n_train, n_val, n_test]), strict=True))
+
+    def _permutation(self, size: int) -> Tensor:
+        return torch.randperm(size, generator=torch.Generator().manual_seed(self.hparams.seed))
+
+    # ---- loaders ----------------------------------------------------------------------------
+
+    def train_dataloader(self) -> Iterable[Batch]:
+        return self._loader("train", self.hparams.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> Iterable[Batch]:
+        return self._loader("val", self.hparams.eval_batch_size, shuffle=False)
+
+    def test_dataloader(self) -> Iterable[Batch]:
+        return self._loader("test", self.hparams.eval_batch_size, shuffle=False)
+
+    def _loader(self, split: str, batch_size: int, *, shuffle: bool) -> Iterable[Batch]:
+        trainer = self.trainer
+        per_sample = self.rows is not None and not isinstance(self.rows.inputs, Tensor)
+        per_sample |= shuffle and self.augments
+        workers = self.hparams.num_workers
+        sampler = EpochBatchSampler(
+            len(self.parts[split]),
+            batch_size,
+            shuffle=shuffle,
+            seed=self.hparams.seed,
+            rank=trainer.global_rank if trainer else 0,
+            world_size=trainer.world_size if trainer else 1,
+            with_epoch=per_sample or workers > 0,
+        )
+        if shuffle:  # the train split: its sampler holds the resume state
+            if self._train_sampler_state is not None:
+                sampler.load_state_dict(self._train_sampler_state)
+                self._train_sampler_state = None
+            self.train_sampler = sampler
+        device = trainer.strategy.root_device if trainer else torch.device("cpu")
+        if workers == 0 and not per_sample:
+            return in_memory_loader(self._splits[split], sampler, device)
+        dataset = SplitSamples(self, split, train=shuffle)
+        return DataLoader(
+            dataset,
+            sampler=sampler,
+            batch_size=None,  # the sampler yields whole batches of indices
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            pin_memory=device.type == "cuda",
+            worker_init_fn=ignore_interrupts if workers > 0 else None,
+        )
+
+    def transfer_batch_to_device(self, batch: Batch, device: torch.device, index: int) -> Batch:
+        # A batch is a pair of tensors: move them directly. Lightning's default walks any
+        # nested structure, which costs a small model a noticeable share of its step.
+        inputs, targets = batch
+        non_blocking = device.type == "cuda"  # pinned host batches copy while compute runs
+        return (
+            inputs.to(device, non_blocking=non_blocking),
+            targets.to(device, non_blocking=non_blocking),
+        )
+
+    # ---- checkpoint state -------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        # The split and its statistics follow from the settings, which the checkpoint's
+        # data card holds; what a resume needs here is the sampler's position.
+        if self.train_sampler is None:
+            return {}
+        return {"train_sampler": self.train_sampler.state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Applied when the train loader is built, before Lightning first iterates it.
+        self._train_sampler_state = state_dict.get("train_sampler")
+
+
+class SplitSamples(Dataset[Batch]):
+    """One split, sample by sample: decode, augment (train only), normalise, stack.
+
+    Indexed by ``(epoch, indices)`` as the sampler yields them, so each sample's
+    augmentation draws from a generator seeded by ``(seed, epoch, dataset index)``: the
+    same in every run, whichever worker handles it and wherever a run resumed.
+    """
+
+    def __init__(self, source: BaseDataModule, split: str, *, train: bool) -> None:
+        assert source.rows is not None
+        self.source = source
+        self.rows = source.rows
+        self.index = source.parts[split]
+        self.augment = train and source.augments
+        self.seed = int(source.hparams.seed)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, key: tuple[int, Tensor]) -> Batch:
+        epoch, positions = key
+        rows = self.index[positions]
+        if isinstance(self.rows.inputs, Tensor) and not self.augment:  # a batch at once
+            return self.source.normalise(self.rows.inputs[rows]), self.rows.targets[rows]
+        samples = []
+        for row in rows.tolist():
+            item = self.rows.inputs[row]
+            sample = item if isinstance(item, Tensor) else self.source.decode(item)
+            if self.augment:
+                sample = self.source.augment(sample, sample_generator(self.seed, epoch, row))
+            samples.append(sample)
+        inputs = self.source.normalise(torch.stack(samples))
+        return inputs, self.rows.targets[rows]
+
+
+def sample_generator(seed: int, epoch: int, index: int) -> torch.Generator:
+    """A generator whose draws depend on ``(seed, epoch, index)`` only."""
+    mixed = (seed * 1_000_003 + epoch) * 1_000_000_007 + index
+    return torch.Generator().manual_seed(mixed % (2**63 - 1))
+
+
+def ignore_interrupts(worker_id: int) -> None:
+    """DataLoader workers leave Ctrl-C to the main process, which stops them cleanly."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def statistics(train: Tensor, normalize: str) -> tuple[Tensor, Tensor]:
+    """Mean and std of the raw train inputs ``(N, *shape)``, broadcastable to one input."""
+    train = train.double()
+    if normalize == "none":
+        return torch.zeros(()), torch.ones(())
+    if normalize == "scalar":
+        mean, std = train.mean(), train.std()
+    elif normalize == "channel":
+        if train.ndim < 3:
+            raise UserError(
+                f"data.normalize=channel needs (C, ...) inputs, got shape {tuple(train.shape[1:])}; "
+                "use data.normalize=feature or scalar"
+            )
+        dims = [0, *range(2, train.ndim)]
+        keep = (train.shape[1],) + (1,) * (train.ndim - 2)
+        mean, std = train.mean(dims).view(keep), train.std(dims).view(keep)
+    else:  # feature
+        mean, std = train.mean(0), train.std(0)
+    std = torch.where(std > 1e-12, std, torch.ones_like(std))  # a constant feature stays 0
+    return mean.float(), std.float()
+
+
+def border_mean(train: Tensor) -> float | None:
+    """Images ``(N, C, H, W)``: the mean raw value of the outermost pixels (the background)."""
+    if train.ndim != 4 or min(train.shape[-2:]) < 3:
+        return None
+    border = torch.cat(
+        [
+            train[..., 0, :].flatten(),
+            train[..., -1, :].flatten(),
+            train[..., 1:-1, 0].flatten(),
+            train[..., 1:-1, -1].flatten(),
+        ]
+    )
+    return round(float(border.float().mean()), 4)
+
+
+def concatenate(parts: list[Rows]) -> Rows:
+    names = [tuple(part.class_names) for part in parts]
+    if len(set(names)) > 1:
+        raise UserError(f"the given splits name different classes: {names}; use one class list")
+    inputs: Tensor | list[Any]
+    if all(isinstance(part.inputs, Tensor) for part in parts):
+        inputs = torch.cat([part.inputs for part in parts])  # type: ignore[misc]
+    else:
+        inputs = [item for part in parts for item in part.inputs]
+    return Rows(inputs, torch.cat([part.targets for part in parts]), names[0])
+
+
+def check_settings(hparams: Any) -> None:
+    """Reject split and loader settings that cannot work, naming the fix."""
+    total = hparams.val_fraction + hparams.test_fraction
+    if not 0 < total < 1 or hparams.val_fraction < 0 or hparams.test_fraction < 0:
+        raise UserError(
+            f"data.val_fraction + data.test_fraction = {total} must be between 0 and 1 "
+            "(each >= 0); lower them"
+        )
+    if hparams.normalize not in NORMALIZE:
+        raise UserError(
+            f"data.normalize={hparams.normalize} is not one of {', '.join(NORMALIZE)}"
+        )
+
+
+def check_rows(name: str, rows: Rows, parts: dict[str, Tensor]) -> None:
+    """Targets of the right type and range, finite inputs, no empty split."""
+    targets = rows.targets
+    if targets.ndim != 1 or len(rows.inputs) != len(targets):
+        raise UserError(
+            f"{name}.read() gave {len(rows.inputs)} inputs and targets of shape "
+            f"{tuple(targets.shape)}; give one target per input, shape (N,)"
+        )
+    if rows.class_names:
+        if targets.dtype != torch.int64:
+            raise UserError(f"{name}.read(): class targets must be int64, got {targets.dtype}")
+        bad = (targets < 0) | (targets >= len(rows.class_names))
+        if bad.any():
+            row = int(bad.nonzero()[0])
+            raise UserError(
+                f"{name}.read(): row {row} has class {int(targets[row])}, outside the "
+                f"{len(rows.class_names)} class_names; give a name for every class index"
+            )
+    elif not targets.is_floating_point():
+        raise UserError(
+            f"{name}.read() gave {targets.dtype} targets and no class_names; give class_names "
+            "for a classification, or float targets for a regression"
+        )
+    for split, index in parts.items():
+        if len(index) == 0:
+            raise UserError(
+                f"data split '{split}' is empty ({len(rows)} rows in all); add data or "
+                "change data.val_fraction / data.test_fraction"
+            )
+    if isinstance(rows.inputs, Tensor):
+        for split, index in parts.items():
+            check_finite(split, rows.inputs[index], index)
+    if targets.is_floating_point():
+        for split, index in parts.items():
+            check_finite(f"{split} targets of", targets[index].view(-1, 1), index)
+
+
+def check_finite(split: str, inputs: Tensor, rows: Tensor) -> None:
+    """Raise a UserError naming the first row of ``split`` holding NaN or Inf."""
+    bad = ~torch.isfinite(inputs.flatten(1)).all(dim=1)
+    if bad.any():
+        first = int(bad.nonzero()[0])
+        raise UserError(
+            f"data split '{split}' row {first} (dataset index {int(rows[first])}) holds "
+            f"NaN or Inf ({int(bad.sum())} bad rows in all); clean or drop those rows"
+        )

@@ -1,0 +1,125 @@
+"""A folder of images, one subfolder per class, with no code.
+
+``data=image_folder data.root=/abs/folder``: ``folder/cat/*.png``, ``folder/dog/*.jpg``, ...
+Class names are the subfolder names (sorted). Images are decoded, resized to
+``data.image_size`` and augmented in DataLoader workers, each sample's randomness drawn from
+``(seed, epoch, index)`` so a resumed run sees the very same augmented tensors.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import Tensor
+from torch.nn import functional
+
+from ..cli.errors import UserError
+from .base import BaseDataModule, Rows
+from .info import DataInfo
+from .images import image_files, load_image
+
+
+class ImageFolderDataModule(BaseDataModule):
+    """Images under ``root/<class>/``, as ``(channels, image_size, image_size)`` in [0, 1].
+
+    Args:
+        root: the folder holding one subfolder per class.
+        image_size: height and width every image is resized to.
+        channels: 1 (grey) or 3 (RGB); images are converted to it.
+        crop_padding: train-time random crop: pad by this many pixels (zeros), crop back.
+            0: off.
+        flip: train-time random horizontal flip (off for digits and text).
+        num_workers: decoding processes (each image is decoded every epoch).
+        **kwargs: :class:`BaseDataModule`'s arguments (batch sizes, split, seed, ...).
+    """
+
+    input_name = "images"
+
+    def __init__(
+        self,
+        root: str | None = None,
+        image_size: int = 32,
+        channels: int = 3,
+        crop_padding: int = 0,
+        flip: bool = False,
+        normalize: str = "channel",
+        num_workers: int = 2,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(normalize=normalize, num_workers=num_workers, **kwargs)  # type: ignore[arg-type]
+
+    def read(self) -> Rows:
+        options = self.hparams
+        if options.channels not in (1, 3) or options.image_size < 1 or options.crop_padding < 0:
+            raise UserError(
+                f"data.channels={options.channels} must be 1 or 3, data.image_size="
+                f"{options.image_size} >= 1 and data.crop_padding={options.crop_padding} >= 0"
+            )
+        root = Path(options.root or "")
+        if not options.root or not root.is_dir():
+            raise UserError(
+                f"data.root '{root}' is not a folder; pass a folder with one subfolder of "
+                "images per class, e.g. data.root=/abs/images"
+            )
+        self.hparams.root = str(root.resolve())
+        classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        paths: list[str] = []
+        labels: list[int] = []
+        for label, name in enumerate(classes):
+            files = image_files(root / name)
+            paths += [str(path) for path in files]
+            labels += [label] * len(files)
+        if len(classes) < 2 or not paths:
+            raise UserError(
+                f"data.root '{root}' holds {len(classes)} class folders and {len(paths)} "
+                "images; it needs 2 or more subfolders (one per class) of image files"
+            )
+        return Rows(paths, torch.tensor(labels, dtype=torch.int64), class_names=classes)
+
+    def decode(self, item: str) -> Tensor:
+        size = int(self.hparams.image_size)
+        return torch.from_numpy(load_image(Path(item), int(self.hparams.channels), (size, size)))
+
+    @property
+    def augments(self) -> bool:
+        return bool(self.hparams.crop_padding or self.hparams.flip)
+
+    def augment(self, sample: Tensor, generator: torch.Generator) -> Tensor:
+        pad = int(self.hparams.crop_padding)
+        if pad:
+            height, width = sample.shape[-2:]
+            padded = functional.pad(sample, (pad, pad, pad, pad))
+            top, left = torch.randint(0, 2 * pad + 1, (2,), generator=generator).tolist()
+            sample = padded[:, top : top + height, left : left + width]
+        if self.hparams.flip and torch.rand((), generator=generator) < 0.5:
+            sample = sample.flip(-1)
+        return sample
+
+    def describe_input(self, info: DataInfo) -> str:
+        channels, height, width = info.input_shape
+        colour = "grey" if channels == 1 else "RGB"
+        return (
+            f"float32 (N, {channels}, {height}, {width}): {colour} images scaled to [0, 1] "
+            "(8-bit values / 255, 16-bit / 65535), resized to "
+            f"{height}x{width}; normalisation is inside the model; N is free"
+        )
+
+    @classmethod
+    def make_fixture(cls, directory: Path) -> dict[str, object]:
+        """Three classes of small grey PNGs (bright blobs on dark) for the contract tests."""
+        generator = np.random.default_rng(0)
+        root = directory / "images"
+        for label, name in enumerate(("circle", "bar", "corner")):
+            (root / name).mkdir(parents=True)
+            for i in range(30):
+                pixels = generator.uniform(0, 40, (12, 12))
+                if label == 0:
+                    pixels[3:9, 3:9] += 200
+                elif label == 1:
+                    pixels[:, 5:7] += 200
+                else:
+                    pixels[:5, :5] += 200
+                image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+                image.save(root / name / f"{i:03d}.png")
+        return {"root": str(root), "image_size": 12, "channels": 1, "batch_size": 16}

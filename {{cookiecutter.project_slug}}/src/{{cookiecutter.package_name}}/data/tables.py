@@ -1,0 +1,92 @@
+"""Read CSV tables: a header row, then rows; every bad cell is one line naming it.
+
+Plain numpy and the standard library, so predict can read tables without torch.
+"""
+
+import csv
+import gzip
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..cli.errors import UserError
+
+MISSING = {"", "na", "nan", "n/a", "null", "none", "?"}
+
+
+def read_table(path: Path, what: str = "data.path") -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of a CSV file (plain or .gz), every row as long as the header.
+
+    ``what`` names the setting the path came from, for the messages.
+    """
+    if not path.is_file():
+        raise UserError(
+            f"{what} '{path}' is not a file; pass the CSV table's path, e.g. "
+            f"{what}=/abs/table.csv"
+        )
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", newline="", encoding="utf-8-sig") as handle:
+            lines = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise UserError(f"{what} '{path}' is not a readable CSV file ({error})") from error
+    lines = [line for line in lines if line]  # blank lines carry no row
+    if len(lines) < 2:
+        raise UserError(f"{what} '{path}' holds no rows under its header; add data")
+    header = [name.strip() for name in lines[0]]
+    for number, line in enumerate(lines[1:], start=2):
+        if len(line) != len(header):
+            raise UserError(
+                f"{path} line {number} has {len(line)} fields, the header {len(header)}; "
+                "fix that row"
+            )
+    return header, lines[1:]
+
+
+def pick_columns(
+    path: Path, header: list[str], target: str, features: Sequence[str] | None
+) -> list[str]:
+    """The feature columns, checked against the header."""
+    wanted = [target, *(features or [])]
+    for name in wanted:
+        if name not in header:
+            raise UserError(
+                f"{path} has no column '{name}'; its columns are {', '.join(header)} "
+                "(set data.target / data.features)"
+            )
+    if features:
+        if target in features:
+            raise UserError(f"data.features lists the target column '{target}'; remove it")
+        return list(features)
+    return [name for name in header if name != target]
+
+
+def numeric_column(path: Path, name: str, values: list[str]) -> np.ndarray:
+    """A feature column as float32; a missing or non-numeric cell is one line naming it."""
+    out = np.empty(len(values), dtype=np.float32)
+    for row, text in enumerate(values):
+        cell = text.strip()
+        if cell.lower() in MISSING:
+            raise UserError(
+                f"{path} column '{name}' row {row + 1} is missing a value; fill or drop "
+                "that row (rows count from 1 under the header)"
+            )
+        try:
+            out[row] = float(cell)
+        except ValueError:
+            raise UserError(
+                f"{path} column '{name}' row {row + 1} holds '{cell}', not a number; "
+                "features must be numeric (encode it, or leave the column out with "
+                "data.features=[...])"
+            ) from None
+        if not np.isfinite(out[row]):
+            raise UserError(f"{path} column '{name}' row {row + 1} is {cell}; use finite numbers")
+    return out
+
+
+def as_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
