@@ -32,9 +32,10 @@ def test_every_group_has_options() -> None:
 def test_option_composes_and_builds(override: str, tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, [override])
     assert cfg.paths.output_dir == str(tmp_path)
-    model = instantiate(cfg.model, _recursive_=False)
+    digits = module("data").DigitsDataModule().info  # model configs are sized by the data
+    model = module("models.build").build_model(cfg.model, digits)
     assert sum(p.numel() for p in model.parameters()) > 1000
-    datamodule = instantiate(cfg.data)
+    datamodule = instantiate(cfg.data)  # paths are checked at setup, so no files are needed
     assert datamodule.hparams.seed == cfg.seed
     if cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
         with pytest.raises(module("cli.errors").UserError, match="no CUDA device"):

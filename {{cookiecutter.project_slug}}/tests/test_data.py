@@ -21,8 +21,10 @@ def digits() -> "data.DigitsDataModule":
 
 
 def test_split_sizes_and_shapes(digits: "data.DigitsDataModule") -> None:
-    sizes = {name: len(split) for name, split in digits.splits.items()}
+    sizes = {name: len(digits.split_tensors(name)) for name in ("train", "val", "test")}
     assert sizes == {"train": 1258, "val": 270, "test": 269}
+    assert digits.info.input_shape == (1, 8, 8)
+    assert digits.info.class_names == tuple("0123456789")
     inputs, targets = next(iter(digits.train_dataloader()))
     assert inputs.shape == (64, 1, 8, 8)
     assert inputs.dtype == torch.float32
@@ -33,11 +35,11 @@ def test_split_sizes_and_shapes(digits: "data.DigitsDataModule") -> None:
 
 def test_splits_do_not_overlap(digits: "data.DigitsDataModule") -> None:
     rows = {
-        name: {tuple(x.flatten().tolist()) for x in split.inputs}
-        for name, split in digits.splits.items()
+        name: {tuple(x.flatten().tolist()) for x in digits.split_tensors(name).inputs}
+        for name in ("train", "val", "test")
     }
     # digits has a few duplicate images; overlap between splits must be no more than that
-    raw, _ = digits.load_raw()
+    raw = digits.read().inputs
     duplicates = len(raw) - len({tuple(x.flatten().tolist()) for x in raw})
     assert len(rows["train"] & rows["val"]) <= duplicates
     assert len(rows["train"] & rows["test"]) <= duplicates
@@ -45,25 +47,25 @@ def test_splits_do_not_overlap(digits: "data.DigitsDataModule") -> None:
 
 
 def test_normalisation_comes_from_train_split_only(digits: "data.DigitsDataModule") -> None:
-    train = digits.splits["train"].inputs
+    train = digits.split_tensors("train").inputs
     assert train.mean().item() == pytest.approx(0.0, abs=1e-5)
     assert train.std().item() == pytest.approx(1.0, abs=1e-5)
-    assert digits.splits["val"].inputs.mean().item() != pytest.approx(0.0, abs=1e-5)
+    assert digits.split_tensors("val").inputs.mean().item() != pytest.approx(0.0, abs=1e-5)
 
 
 def test_same_seed_same_split_other_seed_other_split() -> None:
     first, again, other = (data.DigitsDataModule(seed=s) for s in (0, 0, 1))
     for datamodule in (first, again, other):
         datamodule.setup()
-    assert torch.equal(first.splits["test"].inputs, again.splits["test"].inputs)
-    assert not torch.equal(first.splits["test"].targets, other.splits["test"].targets)
+    assert torch.equal(first.split_tensors("test").inputs, again.split_tensors("test").inputs)
+    assert not torch.equal(first.targets("test"), other.targets("test"))
 
 
 def test_nan_in_data_names_split_and_row(monkeypatch: pytest.MonkeyPatch) -> None:
     datamodule = data.DigitsDataModule(seed=0)
-    images, targets = datamodule.load_raw()
-    images[5, 0, 3, 3] = float("nan")
-    monkeypatch.setattr(datamodule, "load_raw", lambda: (images, targets))
+    rows = datamodule.read()
+    rows.inputs[5, 0, 3, 3] = float("nan")
+    monkeypatch.setattr(datamodule, "read", lambda: rows)
     with pytest.raises(UserError, match=r"data split '\w+' row \d+ \(dataset index 5\) holds NaN"):
         datamodule.setup()
 
@@ -116,7 +118,7 @@ def test_train_loader_yields_its_samplers_batches(digits: "data.DigitsDataModule
     assert isinstance(loader.sampler, sampling.EpochBatchSampler)  # where Lightning looks
     assert len(loader) == 20
     twin = sampling.EpochBatchSampler(1258, 64, shuffle=True, seed=0)
-    split = digits.splits["train"]
+    split = digits.split_tensors("train")
     for epoch in (0, 3):
         loader.sampler.set_epoch(epoch)
         twin.set_epoch(epoch)

@@ -113,10 +113,15 @@ def expected_inputs(rank: int, epoch: int) -> torch.Tensor:
     datamodule = module("data").DigitsDataModule(seed=0)
     datamodule.setup()
     sampler = module("data.sampling").EpochBatchSampler(
-        len(datamodule.splits["train"]), 64, shuffle=True, seed=0, rank=rank, world_size=WORLD
+        len(datamodule.split_tensors("train")),
+        64,
+        shuffle=True,
+        seed=0,
+        rank=rank,
+        world_size=WORLD,
     )
     sampler.set_epoch(epoch)
-    return datamodule.splits["train"].inputs[torch.cat(list(sampler))]
+    return datamodule.split_tensors("train").inputs[torch.cat(list(sampler))]
 
 
 def check_ranks(probe_dir: Path, epochs: list[int], tmp_path: Path) -> dict[str, Any]:
@@ -138,7 +143,7 @@ def check_ranks(probe_dir: Path, epochs: list[int], tmp_path: Path) -> dict[str,
     model.eval()
     datamodule = module("data").DigitsDataModule(seed=0)
     datamodule.setup()
-    val = datamodule.splits["val"]
+    val = datamodule.split_tensors("val")
     with torch.no_grad():
         logits = model(val.inputs)
     accuracy = MulticlassAccuracy(10)(logits, val.targets).item()  # as the model computes it

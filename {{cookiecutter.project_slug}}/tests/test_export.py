@@ -45,8 +45,10 @@ def test_export_records_interface_opset_and_source(exported: dict[str, Any]) -> 
     assert report["opset"] == 18
     assert report["checkpoint"] == str(Path(exported["ckpt"]).resolve())
     assert report["model"] == str(exported["model"].resolve())
-    stats = torch.load(exported["ckpt"], weights_only=True)["DigitsDataModule"]
-    assert report["normalisation"] == pytest.approx({k: stats[k] for k in ("mean", "std")})
+    card = torch.load(exported["ckpt"], weights_only=True)["data"]
+    assert report["normalisation"] == {k: card[k].tolist() for k in ("mean", "std")}
+    assert report["data"]["input_shape"] == [1, 8, 8]
+    assert report["data"]["class_names"] == list("0123456789")
 
 
 def test_onnx_takes_raw_inputs_and_predicts_like_the_trained_model(
@@ -54,7 +56,7 @@ def test_onnx_takes_raw_inputs_and_predicts_like_the_trained_model(
 ) -> None:
     datamodule = module("data").DigitsDataModule(seed=0)
     datamodule.setup("test")
-    test = datamodule.splits["test"]
+    test = datamodule.split_tensors("test")
     raw = datamodule.raw_inputs("test").numpy()
     assert raw.min() >= 0  # pixels / 16, not normalised
     assert raw.max() <= 1 + 1e-6
@@ -87,8 +89,8 @@ def broken_checkpoint(path: Path, trained_ckpt: str, kind: str) -> Path:
         checkpoint["hyper_parameters"]["net"]["channels"] = [16, 32]
     if kind == "foreign":
         checkpoint["hyper_parameters"] = {"width": 3}
-    if kind == "no_statistics":
-        del checkpoint["DigitsDataModule"]
+    if kind == "undescribed":
+        del checkpoint["data"]
     torch.save(checkpoint, target)
     return target
 
@@ -99,8 +101,11 @@ def broken_checkpoint(path: Path, trained_ckpt: str, kind: str) -> Path:
         ("missing", r"checkpoint '.*nowhere.ckpt' does not exist"),
         ("truncated", r"is not a readable PyTorch checkpoint"),
         ("other_architecture", r"does not fit this model's architecture \(.*net\."),
-        ("foreign", r"cannot rebuild a Classifier \(.*unexpected keyword argument 'width'"),
-        ("no_statistics", r"has no normalisation statistics under 'DigitsDataModule'"),
+        (
+            "foreign",
+            r"cannot rebuild its model .*Classifier \(.*unexpected keyword argument 'width'",
+        ),
+        ("undescribed", r"does not describe its data and model"),
     ],
 )
 def test_bad_checkpoint_is_one_clear_error_and_writes_no_model(

@@ -16,16 +16,44 @@ train = module("train")
 QUICK_RUN = ["debug=fast_dev_run", "callbacks.progress_bar=null", "trainer.accelerator=cpu"]
 
 
-def test_net_that_does_not_fit_the_data_names_the_net_settings(tmp_path: Path) -> None:
-    cfg = compose_config(tmp_path, [*QUICK_RUN, "model=mlp", "model.net.in_features=32"])
-    with pytest.raises(UserError, match=r"shape mismatch .*model\.net\.in_features") as caught:
+def test_net_sized_for_other_data_is_refused_before_training(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    cfg = compose_config(run_dir, [*QUICK_RUN, "model=mlp", "+model.net.input_shape=[32]"])
+    with pytest.raises(
+        UserError,
+        match=r"model\.net\.input_shape=\[32\] does not fit the data, whose input_shape is "
+        r"\[1, 8, 8\]; remove model\.net\.input_shape",
+    ):
         train.train(cfg)
-    assert "mat1 and mat2 shapes cannot be multiplied" in str(caught.value)
+    assert not run_dir.exists()  # refused before the run wrote anything
 
 
-def test_labels_beyond_num_classes_name_num_classes(tmp_path: Path) -> None:
-    cfg = compose_config(tmp_path, [*QUICK_RUN, "model.num_classes=5"])
-    with pytest.raises(UserError, match=r"outside model\.num_classes=5 .*set model\.num_classes"):
+def test_net_whose_own_size_does_not_fit_names_both_sizes(tmp_path: Path) -> None:
+    # A user's net with a fixed input width, not taken from the data.
+    cfg = compose_config(
+        tmp_path,
+        [
+            *QUICK_RUN,
+            "model.net._target_=torch.nn.Linear",
+            "+model.net.in_features=32",
+            "+model.net.out_features=10",
+            "~model.net.channels",
+            "~model.net.dropout",
+        ],
+    )
+    with pytest.raises(
+        UserError, match=r"model\.net Linear cannot take the data's inputs of shape \(1, 8, 8\)"
+    ):
+        train.train(cfg)
+
+
+def test_num_classes_other_than_the_data_names_both_numbers(tmp_path: Path) -> None:
+    cfg = compose_config(tmp_path, [*QUICK_RUN, "+model.num_classes=5"])
+    with pytest.raises(
+        UserError,
+        match=r"model\.num_classes=5 but the data has 10 classes \(0, 1, .*"
+        r"remove model\.num_classes",
+    ):
         train.train(cfg)
 
 

@@ -23,7 +23,7 @@ def test_split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     raw = datamodule.raw_inputs("test").numpy()
     path = tmp_path_factory.mktemp("inputs") / "test.npy"
     np.save(path, raw)
-    return {"path": path, "raw": raw, "labels": datamodule.splits["test"].targets.numpy()}
+    return {"path": path, "raw": raw, "labels": datamodule.split_tensors("test").targets.numpy()}
 
 
 def run_predict(out_dir: Path, model_path: Any, inputs: Any, *extra: str) -> list[dict[str, Any]]:
@@ -55,6 +55,7 @@ def test_checkpoint_and_onnx_predict_the_same_on_the_test_split(
     assert rows[0] == {
         "input": f"{test_split['path']}[0]",
         "class": str(from_ckpt[0]["class"]),
+        "class_name": str(from_ckpt[0]["class"]),  # digits' class names are the digits
         "probability": str(from_ckpt[0]["probability"]),
     }
     assert json.loads(json_path.read_text()) == from_onnx
@@ -125,9 +126,9 @@ def test_wrong_inputs_name_the_expected_shape(
     ("model_path", "inputs", "message"),
     [
         ("model.onnx", "test.npy", r"model 'model.onnx' does not exist"),
-        ("{model}", "nowhere.npy", r"input 'nowhere.npy' is not an existing file"),
+        ("{model}", "nowhere.npy", r"input 'nowhere.npy' is not an existing file or folder"),
         ("{garbage_onnx}", "test.npy", r"'.*garbage.onnx' is not a loadable ONNX model"),
-        ("{model}", "{bad_suffix}", r"has suffix '.txt'; use one of .npy, .npz, .png"),
+        ("{model}", "{bad_suffix}", r"has suffix '.txt'; use one of .npy, .npz, .csv, .png"),
         ("{bad_suffix}", "test.npy", r"checkpoint '.*notes.txt' (is not|holds)"),
     ],
 )

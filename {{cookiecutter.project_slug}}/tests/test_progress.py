@@ -5,12 +5,12 @@ import re
 from pathlib import Path
 
 import pytest
-from hydra.utils import instantiate
 
 from support import compose_config, module
 
 ProgressDisplay = module("callbacks.progress").ProgressDisplay
 build_trainer = module("runtime.run").build_trainer
+build_parts = module("runtime.run").build_parts
 
 # 3 epochs of 5 train batches and 2 val batches.
 LIMITED = [
@@ -28,7 +28,8 @@ def fit_with(
     cfg = compose_config(tmp_path, LIMITED)
     trainer = build_trainer(cfg, callbacks=[progress], enable_checkpointing=False)
     with caplog.at_level(logging.INFO):
-        trainer.fit(instantiate(cfg.model, _recursive_=False), datamodule=instantiate(cfg.data))
+        datamodule, model, _ = build_parts(cfg)
+        trainer.fit(model, datamodule=datamodule)
     return [r.getMessage() for r in caplog.records if r.name.endswith("progress")]
 
 

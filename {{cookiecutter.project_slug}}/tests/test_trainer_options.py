@@ -95,7 +95,7 @@ def fit(tmp_path: Path, *overrides: str) -> tuple[LightningModule, dict[str, tor
     """Fit with the overrides; return the model and a copy of its initial parameters."""
     cfg = compose_config(tmp_path, [*ONE_SGD_STEP, *overrides])
     run.prepare_run(cfg)
-    datamodule, model = run.build_parts(cfg)
+    datamodule, model, _ = run.build_parts(cfg)
     initial = {name: p.detach().clone() for name, p in model.named_parameters()}
     trainer = run.build_trainer(cfg)
     trainer.fit(model, datamodule=datamodule)

@@ -19,7 +19,7 @@ from typing import Any
 import lightning
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import get_class, instantiate
+from hydra.utils import get_class
 from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.callbacks import ProgressBar
 from omegaconf import DictConfig
@@ -38,8 +38,8 @@ from .benchmarks.report import table
 from .benchmarks.startup import measure_startup
 from .cli.entry import command
 from .cli.errors import UserError
-from .runtime.files import write_json
 from .models.build import build_model
+from .runtime.files import write_json
 from .runtime.run import build_parts, prepare_run
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lightning import LightningModule
+from lightning import LightningModule, seed_everything
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
@@ -24,10 +24,10 @@ from .cli.console import log_config
 from .cli.entry import command
 from .cli.errors import UserError
 from .cli.hints import explain_failures
+from .data.adapters import warn_if_plain
 from .reporting.plots import write_plots
 from .reporting.summary import objective, summarize, summary_table
 from .runtime.files import write_json
-from .data.adapters import warn_if_plain
 from .runtime.run import as_floats, build_parts, build_trainer, distributed_sampler, prepare_run
 
 log = logging.getLogger(__name__)
@@ -37,14 +37,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
     started = time.perf_counter()
     ckpt_path, resumed, init_from = starting_point(cfg)  # checked before anything is written
-    run_dir = prepare_run(cfg)
-    log_config(cfg)
+    seed_everything(cfg.seed, workers=True)  # the model's initial weights depend on it
     datamodule, model, info = build_parts(cfg)
-    warn_if_plain(datamodule)
     if resumed is not None:  # the weights must fit; fit restores these same ones
         load_weights(model, resumed, ckpt_path)
     if init_from is not None:
         initialise(model, init_from, cfg.init_from, strict=cfg.init_strict)
+    run_dir = prepare_run(cfg)  # only now, with everything checked, is anything written
+    log_config(cfg)
+    warn_if_plain(datamodule)
     history = MetricHistory()
     extra = [history, DescribeCheckpoint(info)]
     confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None

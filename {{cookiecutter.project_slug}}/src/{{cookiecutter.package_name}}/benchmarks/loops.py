@@ -106,7 +106,9 @@ def lightning_loop(
         cfg.callbacks, cfg.logger = None, None
         trainer_overrides["enable_checkpointing"] = False
     else:
-        callbacks = [MetricHistory(), TestConfusionMatrix(cfg.model.num_classes), timer]
+        classes = model.hparams.get("num_classes")
+        callbacks = [MetricHistory(), timer]
+        callbacks += [TestConfusionMatrix(classes)] if classes else []
     trainer = build_trainer(
         cfg,
         callbacks=callbacks,

@@ -86,14 +86,13 @@ def _run_stages(overrides: list[str]) -> None:
     import_module(f"{PACKAGE}.train")  # everything `python -m <package>.train` imports
     import torch
     from hydra import compose, initialize_config_dir
-    from lightning import Callback
-
-    from ..runtime.config import config_dir
-    from ..runtime.files import write_json
     from hydra.utils import instantiate
+    from lightning import Callback
 
     from ..data.adapters import data_info
     from ..models.build import build_model
+    from ..runtime.config import config_dir
+    from ..runtime.files import write_json
     from ..runtime.run import build_trainer, prepare_run
 
     wall: dict[str, float] = {}

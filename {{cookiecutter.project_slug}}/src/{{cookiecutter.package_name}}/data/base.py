@@ -190,7 +190,7 @@ class BaseDataModule(LightningDataModule):
         return (inputs - self.mean) / self.std
 
     def raw_inputs(self, split: str, limit: int | None = None) -> Tensor:
-        """The first ``limit`` (default all) raw inputs of ``split``: what the shipped model takes."""
+        """The first ``limit`` (default: all) raw inputs of ``split``: the shipped model's input."""
         assert self.rows is not None, "set the data module up first"
         index = self.parts[split][:limit]
         if isinstance(self.rows.inputs, Tensor):
@@ -365,8 +365,8 @@ def statistics(train: Tensor, normalize: str) -> tuple[Tensor, Tensor]:
     elif normalize == "channel":
         if train.ndim < 3:
             raise UserError(
-                f"data.normalize=channel needs (C, ...) inputs, got shape {tuple(train.shape[1:])}; "
-                "use data.normalize=feature or scalar"
+                f"data.normalize=channel needs (C, ...) inputs, got shape "
+                f"{tuple(train.shape[1:])}; use data.normalize=feature or scalar"
             )
         dims = [0, *range(2, train.ndim)]
         keep = (train.shape[1],) + (1,) * (train.ndim - 2)
@@ -413,9 +413,7 @@ def check_settings(hparams: Any) -> None:
             "(each >= 0); lower them"
         )
     if hparams.normalize not in NORMALIZE:
-        raise UserError(
-            f"data.normalize={hparams.normalize} is not one of {', '.join(NORMALIZE)}"
-        )
+        raise UserError(f"data.normalize={hparams.normalize} is not one of {', '.join(NORMALIZE)}")
 
 
 def check_rows(name: str, rows: Rows, parts: dict[str, Tensor]) -> None:

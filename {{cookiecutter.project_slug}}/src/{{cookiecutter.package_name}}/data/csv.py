@@ -16,9 +16,9 @@ import torch
 from ..cli.errors import UserError
 from ..runtime.files import write_atomic
 from .base import BaseDataModule, Rows
+from .digits import read_sklearn_table
 from .info import DataInfo
 from .tables import MISSING, as_number, numeric_column, pick_columns, read_table
-from .digits import read_sklearn_table
 
 KINDS = ("auto", "class", "value")
 WINE_FEATURES = (
@@ -138,10 +138,10 @@ def target_column(
 
 def write_example(options: object) -> Path:
     """Write the example table scikit-learn ships as ``<data_dir>/<example>.csv`` if absent."""
-    example = getattr(options, "example")
+    example = options.example
     if example not in EXAMPLES:
         raise UserError(f"data.example={example} is not one of {', '.join(EXAMPLES)}")
-    path = Path(getattr(options, "data_dir")) / f"{example}.csv"
+    path = Path(options.data_dir) / f"{example}.csv"
     if path.is_file():
         return path
     text = wine_table() if example == "wine" else diabetes_table()

@@ -16,8 +16,8 @@ from torch.nn import functional
 
 from ..cli.errors import UserError
 from .base import BaseDataModule, Rows
-from .info import DataInfo
 from .images import image_files, load_image
+from .info import DataInfo
 
 
 class ImageFolderDataModule(BaseDataModule):
@@ -63,7 +63,9 @@ class ImageFolderDataModule(BaseDataModule):
                 "images per class, e.g. data.root=/abs/images"
             )
         self.hparams.root = str(root.resolve())
-        classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        classes = sorted(
+            p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
+        )
         paths: list[str] = []
         labels: list[int] = []
         for label, name in enumerate(classes):

@@ -4,7 +4,6 @@ Everything becomes raw float32 ``(N, *input_shape)`` on the scale the model was 
 with one name per row, read the way training read its data (``DataInfo`` says how).
 """
 
-import csv
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,7 +69,9 @@ def read_inputs(
             names.append(str(path))
             images.append(array[0])
         else:
-            raise UserError(f"input '{path}' has suffix '{path.suffix}'; use one of {', '.join(known)}")
+            raise UserError(
+                f"input '{path}' has suffix '{path.suffix}'; use one of {', '.join(known)}"
+            )
         arrays.append(array)
     if not sum(len(a) for a in arrays):
         raise UserError(f"inputs {[str(p) for p in paths]} hold no rows; pass some data")
@@ -134,7 +135,8 @@ def read_rows(path: Path, info: DataInfo) -> np.ndarray:
         )
     index = {name: i for i, name in enumerate(header)}
     columns = [
-        numeric_column(path, name, [row[index[name]] for row in rows]) for name in info.feature_names
+        numeric_column(path, name, [row[index[name]] for row in rows])
+        for name in info.feature_names
     ]
     return np.stack(columns, axis=1).reshape(len(rows), *info.input_shape)
 
@@ -157,7 +159,9 @@ def warn_if_inverted(images: list[np.ndarray], info: DataInfo, invert: bool) -> 
         return
     flipped = []
     for image in images:
-        border = np.concatenate([image[:, 0], image[:, -1], image[:, :, 0], image[:, :, -1]], axis=None)
+        border = np.concatenate(
+            [image[:, 0], image[:, -1], image[:, :, 0], image[:, :, -1]], axis=None
+        )
         if abs(float(border.mean()) - info.background) > POLARITY_GAP:
             flipped.append(image)
     if flipped:

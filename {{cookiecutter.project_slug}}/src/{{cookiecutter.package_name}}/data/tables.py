@@ -22,8 +22,7 @@ def read_table(path: Path, what: str = "data.path") -> tuple[list[str], list[lis
     """
     if not path.is_file():
         raise UserError(
-            f"{what} '{path}' is not a file; pass the CSV table's path, e.g. "
-            f"{what}=/abs/table.csv"
+            f"{what} '{path}' is not a file; pass the CSV table's path, e.g. {what}=/abs/table.csv"
         )
     opener = gzip.open if path.suffix == ".gz" else open
     try:

@@ -5,7 +5,6 @@ that broadcasts over one input). The shipped model applies them itself, so a use
 the raw inputs the data module reads (``BaseDataModule.raw_inputs``).
 """
 
-import torch
 from torch import Tensor, nn
 
 from ..checkpoints.restore import Checkpoint
