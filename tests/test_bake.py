@@ -152,7 +152,7 @@ def files_of(project: Path) -> set[str]:
     return {
         p.relative_to(project).as_posix()
         for p in project.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts
+        if p.is_file() and "__pycache__" not in p.parts and ".git" not in p.parts
     }
 
 
@@ -163,7 +163,7 @@ def test_default_bake_has_exactly_the_expected_files(default_project: Path) -> N
 
 def test_no_template_syntax_left(default_project: Path) -> None:
     for path in default_project.rglob("*"):
-        if path.is_file():
+        if path.is_file() and ".git" not in path.parts:
             text = path.read_text(encoding="utf-8")
             assert "{{" not in text and "{%" not in text and "cookiecutter" not in text, path
 

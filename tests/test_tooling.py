@@ -121,8 +121,8 @@ def test_pre_commit_passes_on_a_fresh_bake(full_project: Path) -> None:
     # A shell script of the user's, so the shellcheck hook runs rather than skips.
     script = full_project / "scripts" / "hello.sh"
     script.write_text('#!/usr/bin/env bash\nset -euo pipefail\necho "hello ${1:-world}"\n')
-    for command in (["git", "init", "-q"], ["git", "add", "-A"]):
-        subprocess.run(command, cwd=full_project, check=True)
+    # The bake is already a git repository (post_gen ran git init): stage the new script.
+    subprocess.run(["git", "add", "-A"], cwd=full_project, check=True)
     result = run(tool("pre-commit"), "run", "--all-files", cwd=full_project, timeout=900)
     assert result.returncode == 0, tail(result)
     passed = {line.split("...")[0] for line in result.stdout.splitlines() if "Passed" in line}
