@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import torch
-from hydra.utils import instantiate
 from torch.nn import functional
 from torchmetrics.classification import MulticlassAccuracy
 
@@ -138,7 +137,8 @@ def check_ranks(probe_dir: Path, epochs: list[int], tmp_path: Path) -> dict[str,
         assert torch.equal(tensor, finals[1]["state_dict"][name]), name
     # Validation metrics were reduced over both shards: every rank got the full-set value.
     assert finals[0]["val"] == finals[1]["val"]
-    model = instantiate(compose_config(tmp_path).model, _recursive_=False)
+    digits = module("data").DigitsDataModule(seed=0)
+    model = module("models.build").build_model(compose_config(tmp_path).model, digits.info)
     model.load_state_dict(finals[0]["state_dict"])
     model.eval()
     datamodule = module("data").DigitsDataModule(seed=0)

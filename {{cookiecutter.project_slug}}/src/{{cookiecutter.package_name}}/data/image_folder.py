@@ -109,7 +109,10 @@ class ImageFolderDataModule(BaseDataModule):
 
     @classmethod
     def make_fixture(cls, directory: Path) -> dict[str, object]:
-        """Three classes of small grey PNGs (bright blobs on dark) for the contract tests."""
+        """Three classes of small grey PNGs (bright shapes on dark) for the contract tests.
+
+        With augmentation and two workers on, as a real image run would have them.
+        """
         generator = np.random.default_rng(0)
         root = directory / "images"
         for label, name in enumerate(("circle", "bar", "corner")):
@@ -124,4 +127,12 @@ class ImageFolderDataModule(BaseDataModule):
                     pixels[:5, :5] += 200
                 image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
                 image.save(root / name / f"{i:03d}.png")
-        return {"root": str(root), "image_size": 12, "channels": 1, "batch_size": 16}
+        return {
+            "root": str(root),
+            "image_size": 12,
+            "channels": 1,
+            "batch_size": 16,
+            "crop_padding": 2,
+            "flip": True,
+            "num_workers": 2,
+        }
