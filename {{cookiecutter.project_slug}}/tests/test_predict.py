@@ -2,6 +2,7 @@
 
 import csv
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,78 @@ def test_images_predict_like_the_arrays_they_show(
     from_images = run_predict(tmp_path, exported["model"], paths, "invert=true")
     assert [r["input"] for r in from_images] == [str(p) for p in paths]
     assert [r["class"] for r in from_images] == [r["class"] for r in from_arrays]
+
+
+def image_forms(digit: np.ndarray, directory: Path) -> dict[str, Path]:
+    """One digit (8, 8) in [0, 1], ink bright, saved as the kinds of PNG users have."""
+    directory.mkdir(parents=True, exist_ok=True)
+    eight = np.round(digit * 255).astype(np.uint8)
+    forms = {
+        "8-bit": Image.fromarray(eight),
+        "16-bit": Image.fromarray(np.round(digit * 65535).astype(np.uint16)),
+        "rgb": Image.fromarray(np.stack([eight] * 3, axis=2)),
+        "palette": Image.fromarray(np.stack([eight] * 3, axis=2)).convert("P"),
+        "alpha": Image.fromarray(np.stack([eight, np.full_like(eight, 255)], axis=2), "LA"),
+    }
+    paths = {}
+    for name, image in forms.items():
+        paths[name] = directory / f"{name}.png"
+        image.save(paths[name])
+    return paths
+
+
+def test_every_png_kind_predicts_like_its_8_bit_version(
+    exported: dict[str, Any], test_split: dict[str, Any], tmp_path: Path
+) -> None:
+    for index in range(3):
+        paths = image_forms(test_split["raw"][index, 0], tmp_path / f"digit{index}")
+        rows = run_predict(tmp_path / "out", exported["model"], list(paths.values()))
+        classes = {name: row["class"] for name, row in zip(paths, rows, strict=True)}
+        assert len(set(classes.values())) == 1, classes  # 16-bit, palette, RGB, alpha alike
+        probabilities = [row["probability"] for row in rows]
+        np.testing.assert_allclose(probabilities, probabilities[0], atol=0.02)
+
+
+def test_a_folder_of_images_is_read_recursively(
+    exported: dict[str, Any], test_split: dict[str, Any], tmp_path: Path
+) -> None:
+    image_forms(test_split["raw"][0, 0], tmp_path / "scans" / "a")
+    image_forms(test_split["raw"][1, 0], tmp_path / "scans" / "b" / "deeper")
+    rows = run_predict(tmp_path / "out", exported["model"], tmp_path / "scans")
+    assert len(rows) == 10
+    assert all(row["input"].endswith(".png") for row in rows)
+
+
+def test_inverted_images_are_warned_about(
+    exported: dict[str, Any],
+    test_split: dict[str, Any],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dark_on_light = tmp_path / "paper.png"
+    Image.fromarray(np.round((1 - test_split["raw"][0, 0]) * 255).astype(np.uint8)).save(
+        dark_on_light
+    )
+    with caplog.at_level(logging.WARNING):
+        run_predict(tmp_path / "a", exported["model"], dark_on_light)
+    assert "1 of 1 images have a background unlike the training data's (dark" in caplog.text
+    assert "pass invert=true" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        run_predict(tmp_path / "b", exported["model"], dark_on_light, "invert=true")
+    assert "background unlike" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "array", [np.zeros((0,), np.float32), np.zeros((0, 1, 8, 8), np.float32)], ids=["flat", "4d"]
+)
+def test_an_empty_array_is_one_line(
+    exported: dict[str, Any], tmp_path: Path, array: np.ndarray
+) -> None:
+    path = tmp_path / "empty.npy"
+    np.save(path, array)
+    with pytest.raises(UserError, match=r"(has shape|hold no rows)"):
+        run_predict(tmp_path, exported["model"], path)
 
 
 def test_npz_with_several_arrays_needs_a_key(
