@@ -147,7 +147,7 @@ def test_an_empty_array_is_one_line(
 ) -> None:
     path = tmp_path / "empty.npy"
     np.save(path, array)
-    with pytest.raises(UserError, match=r"(has shape|hold no rows)"):
+    with pytest.raises(UserError, match=r"holds no rows"):
         run_predict(tmp_path, exported["model"], path)
 
 
