@@ -9,7 +9,6 @@ JSON (by the suffix of ``output_path``) with one row per input: input, class, pr
 
 import csv
 import io
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from .cli.errors import UserError
 from .data.inputs import read_inputs
 from .models.exportable import from_checkpoint
 from .models.runners import OnnxRunner, TorchRunner
-from .runtime.files import write_atomic
+from .runtime.files import json_text, write_atomic
 from .runtime.run import prepare_run
 
 log = logging.getLogger(__name__)
@@ -79,7 +78,7 @@ def in_batches(runner: TorchRunner | OnnxRunner, inputs: np.ndarray, size: int) 
 def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
     """CSV with a header row, or a JSON list of objects, written atomically."""
     if path.suffix.lower() == ".json":
-        text = json.dumps(rows, indent=2) + "\n"
+        text = json_text(rows, sort_keys=False)
     else:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=["input", "class", "probability"])
