@@ -100,6 +100,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/checkpoints/__init__.py",
     "src/digits_classifier/reporting/__init__.py",
     "src/digits_classifier/runtime/__init__.py",
+    "src/digits_classifier/checkpoints/integrity.py",
     "src/digits_classifier/checkpoints/io.py",
     "src/digits_classifier/runtime/config.py",
     "src/digits_classifier/cli/console.py",

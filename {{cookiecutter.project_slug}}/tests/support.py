@@ -69,7 +69,13 @@ def run_cli(
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
+    """Parse ``path`` as strict JSON: NaN, Infinity and -Infinity are refused, as a strict
+    parser (jq, browsers, most languages) refuses them."""
+    return json.loads(path.read_text(), parse_constant=refuse_constant)
+
+
+def refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
 
 
 class StepLosses(Callback):

@@ -91,7 +91,7 @@ def broken_checkpoint(path: Path, trained_ckpt: str, kind: str) -> Path:
         checkpoint["hyper_parameters"] = {"width": 3}
     if kind == "undescribed":
         del checkpoint["data"]
-    torch.save(checkpoint, target)
+    module("checkpoints.io").save_checkpoint(checkpoint, target)  # edited, re-sealed
     return target
 
 
@@ -129,6 +129,20 @@ def test_settings_that_cannot_check_parity_are_rejected(tmp_path: Path) -> None:
         UserError, match=r"tolerance=0 must be > 0 .*; batch_sizes=\[0, 7\] .*; repeats=0"
     ):
         export.export(cfg)
+
+
+def test_nan_outputs_fail_the_parity_check() -> None:
+    # A NaN model: both sides output NaN, argmax agrees, and `nan >= tolerance` is False.
+    row = {
+        "batch_size": 1,
+        "max_abs_diff": float("nan"),
+        "classes_agree": True,
+        **dict.fromkeys(["torch_ms_p50", "torch_ms_p95"], 0.1),
+        **dict.fromkeys(["onnxruntime_ms_p50", "onnxruntime_ms_p95"], 0.1),
+    }
+    with pytest.raises(UserError, match=r"parity failed at batch size 1: max abs diff nan"):
+        export.check_parity([row], 1e-4)
+    export.check_parity([{**row, "max_abs_diff": 1e-6}], 1e-4)  # within tolerance: passes
 
 
 @pytest.mark.slow

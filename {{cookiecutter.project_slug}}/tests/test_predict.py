@@ -3,6 +3,7 @@
 import csv
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from support import compose_config, module, run_cli
+from support import compose_config, module, read_json, run_cli
 
 predict = module("predict")
 UserError = module("cli.errors").UserError
@@ -59,7 +60,7 @@ def test_checkpoint_and_onnx_predict_the_same_on_the_test_split(
         "class_name": str(from_ckpt[0]["class"]),  # digits' class names are the digits
         "probability": str(from_ckpt[0]["probability"]),
     }
-    assert json.loads(json_path.read_text()) == from_onnx
+    assert read_json(json_path) == from_onnx  # strict JSON
 
 
 def test_images_predict_like_the_arrays_they_show(
@@ -193,6 +194,24 @@ def test_wrong_inputs_name_the_expected_shape(
     with pytest.raises(UserError, match=message):
         run_predict(tmp_path, exported[backend], path)
     assert not (tmp_path / "predictions.csv").exists()
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 1, 8, 8)])
+def test_an_empty_array_is_one_clear_error(
+    exported: dict[str, Any], tmp_path: Path, shape: tuple[int, ...]
+) -> None:
+    path = tmp_path / "empty.npy"
+    np.save(path, np.zeros(shape, np.float32))
+    expected = rf"input '{path}' is empty \(shape {re.escape(str(shape))}\); pass an array"
+    with pytest.raises(UserError, match=expected):
+        run_predict(tmp_path, exported["model"], path)
+
+
+def test_an_npz_without_arrays_is_one_clear_error(exported: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "nothing.npz"
+    np.savez(path)
+    with pytest.raises(UserError, match=rf"input '{path}' is an .npz holding no arrays; save"):
+        run_predict(tmp_path, exported["model"], path)
 
 
 @pytest.mark.parametrize(

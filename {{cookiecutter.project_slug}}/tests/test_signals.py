@@ -138,7 +138,7 @@ def test_sigkill_loses_at_most_the_steps_since_the_last_checkpoint(
 # Saves a 400 MB checkpoint: long enough to be killed mid-write. argv: package, path.
 KILLED_WRITER = """
 import importlib, sys, torch
-io = importlib.import_module(sys.argv[1] + ".utils.checkpoint").SafeCheckpointIO()
+io = importlib.import_module(sys.argv[1] + ".checkpoints.io").SafeCheckpointIO()
 io.save_checkpoint(dict(state_dict=dict(w=torch.zeros(100_000_000))), sys.argv[2])
 """
 

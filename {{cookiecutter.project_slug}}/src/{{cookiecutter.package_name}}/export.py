@@ -201,9 +201,11 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def check_parity(rows: list[dict[str, Any]], tolerance: float) -> None:
-    """Raise if any batch size differs by ``tolerance`` or more, or predicts other classes."""
+    """Raise if any batch size differs by ``tolerance`` or more (or NaN), or predicts other
+    classes."""
     for row in rows:
-        if row["max_abs_diff"] >= tolerance or not row["classes_agree"]:
+        # `not diff < tolerance`, not `diff >= tolerance`: a NaN difference must fail.
+        if not row["max_abs_diff"] < tolerance or not row["classes_agree"]:
             raise UserError(
                 f"ONNX parity failed at batch size {row['batch_size']}: max abs diff "
                 f"{row['max_abs_diff']:.3g} (tolerance {tolerance:g}), classes "

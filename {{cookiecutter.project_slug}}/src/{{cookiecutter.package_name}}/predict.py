@@ -11,7 +11,6 @@ index, class name and probability (a classifier) or its predicted value (a regre
 
 import csv
 import io
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from .data.info import DataInfo
 from .data.inputs import read_inputs
 from .models.exportable import from_checkpoint
 from .models.runners import OnnxRunner, TorchRunner
-from .runtime.files import write_atomic
+from .runtime.files import json_text, write_atomic
 from .runtime.run import prepare_run
 
 log = logging.getLogger(__name__)
@@ -89,7 +88,7 @@ def prediction_rows(names: list[str], outputs: np.ndarray, info: DataInfo) -> li
 def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
     """CSV with a header row, or a JSON list of objects, written atomically."""
     if path.suffix.lower() == ".json":
-        text = json.dumps(rows, indent=2) + "\n"
+        text = json_text(rows, sort_keys=False)
     else:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))

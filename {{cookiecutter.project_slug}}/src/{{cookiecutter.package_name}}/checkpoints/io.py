@@ -1,13 +1,19 @@
-"""Checkpoints: safe loading (tensors and plain containers only), atomic writes, weights.
+"""Checkpoints: safe, verified loading (tensors and plain containers only), atomic writes.
 
-``load_checkpoint`` is the one place that turns a missing, broken, unsafe or foreign
-checkpoint into a UserError; every entry point loads through it.
+``load_checkpoint`` is the one place that turns a missing, unreadable, broken, unsafe,
+corrupt or foreign checkpoint into a UserError; every entry point loads through it, and
+Lightning writes through ``SafeCheckpointIO`` (``save_checkpoint``).
 """
 
+import errno
+import os
 import pickle
+import re
+import stat
 import zipfile
+from _compat_pickle import IMPORT_MAPPING
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -15,20 +21,27 @@ from torch import nn
 
 from ..cli.errors import UserError, first_line
 from ..runtime.files import write_atomic
+from .integrity import check_finite, seal, verify
 
 LISTED_KEYS = 10  # how many key names an error message lists
+# torch 2.13: "Trying to load unsupported GLOBAL posix.system whose module posix is blocked"
+# or "Unsupported global: GLOBAL builtins.eval was not an allowed global by default".
+BLOCKED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a Lightning checkpoint with ``weights_only=True``.
+    """Load a Lightning checkpoint with ``weights_only=True``, verified.
+
+    One ``torch.load``; then the content checksum is checked (a checkpoint without one loads
+    with a warning) and every floating weight must be finite.
 
     Raises:
-        UserError: the file is missing, is not a checkpoint, is truncated, or carries
-            pickled code.
+        UserError: the path is missing, a directory, a symlink loop or unreadable; the file
+            is not a checkpoint, is truncated or corrupt, carries pickled code, or holds
+            NaN/Inf weights.
     """
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"checkpoint '{path}' does not exist; pass an existing .ckpt file")
+    check_readable_file(path)
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a cut one is not
         raise UserError(
             f"checkpoint '{path}' is not a readable PyTorch checkpoint (truncated or corrupt: "
@@ -37,21 +50,99 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
-        raise UserError(
-            f"checkpoint '{path}' holds objects other than tensors and plain containers "
-            f"and was refused for safety ({_unsafe_reason(error)}); load only checkpoints "
-            "written by this project"
-        ) from error
+        raise UserError(_unpickling_message(path, error)) from error
+    except PermissionError as error:
+        raise UserError(_permission_message(path)) from error
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as error:
         raise UserError(
             f"checkpoint '{path}' is not a readable PyTorch checkpoint (truncated or "
             f"corrupt: {first_line(error)}); use another checkpoint or retrain"
         ) from error
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
         raise UserError(
             f"checkpoint '{path}' has no 'state_dict'; pass a checkpoint written by training"
         )
+    verify(checkpoint, path)
+    check_finite(checkpoint["state_dict"], path)
     return checkpoint
+
+
+def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Write ``checkpoint`` atomically with its content checksum (see ``integrity.py``).
+
+    Also the way to re-save a checkpoint edited by hand, so that it verifies on load.
+    """
+    sealed, nbytes = seal(checkpoint)
+
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as handle:
+            sink = _ErrorKeepingFile(handle)
+            try:
+                torch.save(sealed, sink)
+            except RuntimeError:
+                if sink.error is not None:  # e.g. ENOSPC: write_atomic names the file
+                    raise sink.error from None
+                raise
+
+    write_atomic(Path(path), write, size=nbytes)
+
+
+class _ErrorKeepingFile:
+    """A file for torch.save that keeps the OSError of a failed write.
+
+    torch's C++ writer swallows an exception raised by ``write`` and fails later with
+    "unexpected pos ...", which hides a full disk.
+    """
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as error:
+            self.error = self.error or error
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+
+def check_readable_file(path: Path) -> None:
+    """Raise a UserError saying why ``path`` cannot be read as a checkpoint file, if so."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise UserError(
+                f"checkpoint '{path}' is a symbolic link to '{os.readlink(path)}', which does "
+                "not exist; pass an existing .ckpt file"
+            ) from None
+        raise UserError(
+            f"checkpoint '{path}' does not exist; pass an existing .ckpt file"
+        ) from None
+    except PermissionError:
+        raise UserError(
+            f"checkpoint '{path}' cannot be reached: permission denied on a folder of its "
+            "path; run as a user who may enter those folders, or copy the file elsewhere"
+        ) from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UserError(
+                f"checkpoint '{path}' is a symbolic link loop (it leads back to itself); "
+                "pass the real .ckpt file"
+            ) from None
+        raise UserError(f"checkpoint '{path}' cannot be opened ({error.strerror})") from error
+    if stat.S_ISDIR(info.st_mode):
+        raise UserError(
+            f"checkpoint '{path}' is a directory, not a checkpoint file; pass a .ckpt file "
+            f"in it{_checkpoints_in(path)}"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"checkpoint '{path}' is not a regular file; pass a .ckpt file")
+    if not os.access(path, os.R_OK):
+        raise UserError(_permission_message(path))
 
 
 def load_weights(
@@ -79,18 +170,18 @@ def load_weights(
 
 
 class SafeCheckpointIO(TorchCheckpointIO):
-    """Write checkpoints atomically (temporary file, then rename); load with weights_only.
+    """Lightning's checkpoint reads and writes, through ``load_checkpoint``/``save_checkpoint``.
 
-    A run killed mid-write leaves the previous file of that name intact.
+    Writes are atomic (temporary file, then rename: a run killed mid-write leaves the
+    previous file of that name intact) and carry the content checksum.
     """
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
     ) -> None:
-        parent = super()
-        write_atomic(
-            Path(path), lambda tmp: parent.save_checkpoint(checkpoint, tmp, storage_options)
-        )
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        save_checkpoint(checkpoint, path)
 
     def load_checkpoint(
         self, path: Any, map_location: Any = None, weights_only: bool | None = None
@@ -108,8 +199,47 @@ def _describe(missing: list[str], unexpected: list[str], mismatched: list[str]) 
     return "; ".join(parts)
 
 
-def _unsafe_reason(error: BaseException) -> str:
-    """The line of torch's weights-only error that names the refused object."""
-    lines = [line.strip() for line in str(error).splitlines()]
-    named = [line for line in lines if "Unsupported global" in line]
-    return (named or [first_line(error)])[0].rstrip(".")
+def _unpickling_message(path: Path, error: BaseException) -> str:
+    """Name the global torch's safe unpickler refused, without torch's advice to disable it."""
+    found = BLOCKED_GLOBAL.search(str(error))
+    if found:
+        return (
+            f"checkpoint '{path}' holds code or objects a checkpoint must not hold (pickled "
+            f"global '{_python3_name(found.group(1))}') and was refused for safety, unread: "
+            "nothing in it ran. "
+            "Checkpoints hold tensors and plain containers only; load only checkpoints "
+            "written by this project's training"
+        )
+    return (
+        f"checkpoint '{path}' cannot be unpickled safely (corrupt, or written by a tool that "
+        "pickles more than tensors and plain containers); use another checkpoint or retrain"
+    )
+
+
+def _python3_name(name: str) -> str:
+    """torch pickles with protocol 2, which writes Python 2 names: commands.Popen is
+    subprocess.Popen; torch's message drops the module of builtins (``eval``)."""
+    module, _, attribute = name.rpartition(".")
+    return f"{IMPORT_MAPPING.get(module, module) or 'builtins'}.{attribute}"
+
+
+def _permission_message(path: Path) -> str:
+    try:
+        info = path.stat()
+        detail = f"mode {stat.filemode(info.st_mode)}, owner uid {info.st_uid}, you are uid "
+        detail += str(os.geteuid())
+    except OSError:
+        detail = "permission denied"
+    return (
+        f"checkpoint '{path}' cannot be read: no read permission ({detail}); "
+        "`chmod u+r` it as its owner, or run as a user who may read it"
+    )
+
+
+def _checkpoints_in(folder: Path) -> str:
+    """A hint naming a checkpoint inside ``folder`` (e.g. its checkpoints/last.ckpt), or ""."""
+    for pattern in ("last.ckpt", "checkpoints/last.ckpt", "*.ckpt", "checkpoints/*.ckpt"):
+        found = sorted(folder.glob(pattern))
+        if found:
+            return f", e.g. {found[0]}"
+    return ""

@@ -90,6 +90,11 @@ def read_array(path: Path, npz_key: str | None) -> np.ndarray:
         return loaded
     with loaded:
         keys = list(loaded.files)
+        if not keys:
+            raise UserError(
+                f"input '{path}' is an .npz holding no arrays; save the inputs in it, "
+                "e.g. np.savez(path, x=array)"
+            )
         if npz_key is None and len(keys) == 1:
             return loaded[keys[0]]
         if npz_key in keys:
@@ -102,6 +107,11 @@ def read_array(path: Path, npz_key: str | None) -> np.ndarray:
 def check_array(array: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndarray:
     """Raise a UserError naming the expected shape unless ``array`` is finite floats of it."""
     expected = "(N, " + ", ".join(map(str, input_shape)) + ")"
+    if array.size == 0:
+        raise UserError(
+            f"input '{source}' is empty (shape {tuple(array.shape)}); pass an array of shape "
+            f"{expected} with N >= 1"
+        )
     if array.dtype.kind != "f":
         raise UserError(
             f"input '{source}' has dtype {array.dtype}; expected floats of shape {expected} "
