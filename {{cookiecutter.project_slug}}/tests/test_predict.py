@@ -140,18 +140,6 @@ def test_inverted_images_are_warned_about(
     assert "background unlike" not in caplog.text
 
 
-@pytest.mark.parametrize(
-    "array", [np.zeros((0,), np.float32), np.zeros((0, 1, 8, 8), np.float32)], ids=["flat", "4d"]
-)
-def test_an_empty_array_is_one_line(
-    exported: dict[str, Any], tmp_path: Path, array: np.ndarray
-) -> None:
-    path = tmp_path / "empty.npy"
-    np.save(path, array)
-    with pytest.raises(UserError, match=r"holds no rows"):
-        run_predict(tmp_path, exported["model"], path)
-
-
 def test_npz_with_several_arrays_needs_a_key(
     exported: dict[str, Any], test_split: dict[str, Any], tmp_path: Path
 ) -> None:

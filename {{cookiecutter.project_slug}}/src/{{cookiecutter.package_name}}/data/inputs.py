@@ -122,10 +122,6 @@ def check_array(array: np.ndarray, input_shape: tuple[int, ...], source: str) ->
             f"input '{source}' has shape {tuple(array.shape)}; expected {expected} "
             "(reshape it, e.g. array.reshape(-1, " + ", ".join(map(str, input_shape)) + "))"
         )
-    if len(array) == 0:
-        raise UserError(
-            f"input '{source}' holds no rows (shape {tuple(array.shape)}); pass some data"
-        )
     finite = np.isfinite(array.reshape(len(array), -1)).all(axis=1)
     if not finite.all():
         first = int(np.flatnonzero(~finite)[0])
