@@ -37,6 +37,14 @@ FIGURES = {
         "bare_lightning_runs",
     },
     "data": {"batches_per_s", "model_steps_per_s", "verdict"},
+    "epoch_boundary": {
+        "epochs",
+        "steps_per_epoch",
+        "step_ms",
+        "boundary_ms",
+        "extra_steps",
+        "target_extra_steps",
+    },
     "first_step": {
         "seconds",
         "parts",

@@ -17,6 +17,7 @@ TINY = [
     "bench.warmup=1",
     "bench.repeats=1",
     "bench.data_batches=3",
+    "bench.boundary_epochs=2",
     "bench.startup_runs=0",
     "trainer.accelerator=cpu",
 ]
@@ -36,6 +37,23 @@ def test_bench_reports_loop_data_and_memory_figures(tmp_path: Path) -> None:
     assert results["setup"]["model"] == "SmallCNN"
     assert results["first_step"] is None  # bench.startup_runs=0 skips it
     assert results["precision"] is None  # a CUDA-only section
+    boundary = results["epoch_boundary"]
+    assert boundary["epochs"] == 2
+    assert boundary["steps_per_epoch"] == 20  # digits: 1258 train rows in batches of 64
+    assert boundary["step_ms"] > 0
+    assert boundary["boundary_ms"] > 0
+
+
+@pytest.mark.parametrize("data", ["csv", "image_folder"])
+def test_bench_runs_on_other_data_through_the_contract(tmp_path: Path, data: str) -> None:
+    modules = module("data")
+    fixture = {"csv": modules.CsvDataModule, "image_folder": modules.ImageFolderDataModule}
+    settings = fixture[data].make_fixture(tmp_path)
+    overrides = [f"data={data}", "model=mlp", *(f"data.{k}={v}" for k, v in settings.items())]
+    results = bench.bench(compose_config(tmp_path / "run", [*TINY, *overrides], "bench"))
+    assert results["setup"]["batch_size"] == settings["batch_size"]
+    assert results["data"]["verdict"] in {"data-bound", "compute-bound"}
+    assert results["data"]["batches_per_s"] > 0
 
 
 @pytest.mark.parametrize(

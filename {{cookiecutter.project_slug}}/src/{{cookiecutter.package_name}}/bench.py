@@ -10,9 +10,7 @@ time to first step, peak memory and, on CUDA, fp32 against mixed precision.
 import copy
 import logging
 import platform
-import resource
 import statistics
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +25,7 @@ from omegaconf import DictConfig
 from .benchmarks.loops import (
     CLOCKS,
     Clock,
+    boundary_loop,
     data_loop,
     lightning_loop,
     plain_loop,
@@ -39,6 +38,7 @@ from .benchmarks.startup import measure_startup
 from .cli.entry import command
 from .cli.errors import UserError
 from .models.build import build_model
+from .reporting.summary import peak_memory_mb
 from .runtime.files import write_json
 from .runtime.run import build_parts, prepare_run
 
@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 TARGET_RATIO = 0.90  # the project loop's steps/s over the plain loop's
 TARGET_ABOVE_IMPORT_S = 1.5  # time to first step minus `python -c "import lightning"`
+TARGET_BOUNDARY_STEPS = 2.0  # an epoch boundary's extra time, in steps of the model
 
 
 def bench(cfg: DictConfig) -> dict[str, Any]:
@@ -82,7 +83,8 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
     loop = compare_loops(cfg, fresh_model, datamodule, device, precision, clock)
     loop["target_ratio"] = TARGET_RATIO
     data_seconds = data_loop(datamodule, device, options.data_batches, clock)
-    data = data_verdict(options.data_batches / data_seconds, loop["plain_steps_per_s"])
+    data = data_verdict(options.data_batches / data_seconds, loop["lightning_steps_per_s"])
+    boundary = epoch_boundary(cfg, fresh_model(), datamodule, options.boundary_epochs, clock)
     memory = peak_memory(device)
     startup = None
     if options.startup_runs > 0:
@@ -105,6 +107,7 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
         },
         "loop": loop,
         "data": data,
+        "epoch_boundary": boundary,
         "first_step": startup,
         "memory": memory,
         "precision": (
@@ -186,6 +189,28 @@ def median_overhead_us(plain: list[float], other: list[float]) -> float:
     return statistics.median((1 / o - 1 / p) * 1e6 for p, o in zip(plain, other, strict=True))
 
 
+def epoch_boundary(
+    cfg: DictConfig,
+    model: LightningModule,
+    datamodule: LightningDataModule,
+    epochs: int,
+    clock: Clock,
+) -> dict[str, Any]:
+    """What an epoch's end and the next one's start cost beyond an ordinary step, in steps."""
+    timer = boundary_loop(cfg, model, datamodule, epochs=epochs, clock=clock)
+    step = statistics.median(timer.steps) if timer.steps else float("nan")
+    boundary = statistics.median(timer.boundaries) if timer.boundaries else float("nan")
+    extra_steps = (boundary - step) / step if step > 0 else float("nan")
+    return {
+        "epochs": epochs,
+        "steps_per_epoch": len(timer.steps) // epochs + 1 if epochs else 0,
+        "step_ms": step * 1e3,
+        "boundary_ms": boundary * 1e3,
+        "extra_steps": extra_steps,
+        "target_extra_steps": TARGET_BOUNDARY_STEPS,
+    }
+
+
 def data_verdict(rate: float, model_rate: float) -> dict[str, Any]:
     """Batches/s of the train data path alone, against the steps/s the model consumes."""
     return {
@@ -221,17 +246,16 @@ def compare_precisions(
 
 def peak_memory(device: torch.device) -> dict[str, Any]:
     """Peak device memory on CUDA, else the process's peak resident set size."""
+    peak = peak_memory_mb()
     if device.type == "cuda":
-        peak_bytes = torch.cuda.max_memory_allocated(device)
-        return {"measure": "max_memory_allocated", "peak_mb": peak_bytes / 2**20}
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    per_unit = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
-    return {"measure": "peak RSS", "peak_mb": peak * per_unit / 2**20}
+        return {"measure": "max_memory_allocated", "peak_mb": peak["cuda"]}
+    return {"measure": "peak RSS", "peak_mb": peak["host"]}
 
 
 def check_options(options: DictConfig) -> None:
     """Reject counts the benchmark cannot run with, naming the fix."""
-    for name, least in (("steps", 1), ("warmup", 1), ("repeats", 1), ("data_batches", 1)):
+    minimums = (("steps", 1), ("warmup", 1), ("repeats", 1), ("data_batches", 1))
+    for name, least in (*minimums, ("boundary_epochs", 2)):
         if options[name] < least:
             raise UserError(f"bench.{name}={options[name]} must be >= {least}; raise it")
     if options.clock not in CLOCKS:

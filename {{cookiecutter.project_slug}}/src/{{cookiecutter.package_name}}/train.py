@@ -19,7 +19,7 @@ from .callbacks.confusion import TestConfusionMatrix
 from .callbacks.history import MetricHistory
 from .checkpoints.card import DescribeCheckpoint
 from .checkpoints.io import load_checkpoint, load_weights
-from .checkpoints.resume import resume_path
+from .checkpoints.resume import last_checkpoint_of, resume_path
 from .cli.console import log_config
 from .cli.entry import command
 from .cli.errors import UserError
@@ -63,7 +63,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         log.warning(
             "stopped by SIGTERM after step %d; saved %s; continue with ckpt_path=last",
             trainer.global_step,
-            run_dir / "checkpoints" / "last.ckpt",
+            last_checkpoint_of(run_dir),
         )
         return {"stopped": "SIGTERM", "steps": trainer.global_step, "run_dir": str(run_dir)}
     fit_seconds = time.perf_counter() - fit_started

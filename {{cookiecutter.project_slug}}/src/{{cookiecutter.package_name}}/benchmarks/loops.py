@@ -126,6 +126,57 @@ def lightning_loop(
     return timer.seconds, trainer
 
 
+class BoundaryClock(Callback):
+    """Time from one training batch's end to the next, split into in-epoch and cross-epoch.
+
+    The interval that ends with an epoch's first batch also holds the previous epoch's end
+    (callbacks, checkpoint write) and this one's start (loader, sampler): its excess over an
+    ordinary step is what an epoch boundary costs.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.last: float | None = None
+        self.steps: list[float] = []
+        self.boundaries: list[float] = []
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, index: int
+    ) -> None:
+        synchronize(pl_module.device)
+        now = self.clock()
+        if self.last is not None:
+            (self.boundaries if index == 0 else self.steps).append(now - self.last)
+        self.last = now
+
+
+def boundary_loop(
+    cfg: DictConfig,
+    model: LightningModule,
+    datamodule: LightningDataModule,
+    *,
+    epochs: int,
+    clock: Clock = time.perf_counter,
+) -> BoundaryClock:
+    """Whole epochs of the project's loop, as a run trains them (last.ckpt written at each
+    epoch end), validation aside; returns the intervals measured."""
+    timer = BoundaryClock(clock)
+    classes = model.hparams.get("num_classes")
+    callbacks: list[Callback] = [MetricHistory(), timer]
+    callbacks += [TestConfusionMatrix(classes)] if classes else []
+    trainer = build_trainer(
+        cfg,
+        callbacks=callbacks,
+        max_epochs=epochs,
+        max_steps=-1,
+        check_val_every_n_epoch=NEVER,
+        num_sanity_val_steps=0,
+        enable_progress_bar=False,
+    )
+    trainer.fit(model, datamodule=datamodule)
+    return timer
+
+
 def plain_loop(
     model: LightningModule,
     inputs: Tensor,

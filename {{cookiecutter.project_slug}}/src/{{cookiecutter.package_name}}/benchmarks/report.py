@@ -25,6 +25,7 @@ def table(results: dict[str, Any]) -> list[str]:
         row("data path alone", f"{data['batches_per_s']:.1f} batches/s"),
         row("model consumes", f"{data['model_steps_per_s']:.1f} steps/s"),
         row("verdict", data["verdict"]),
+        *boundary_rows(results["epoch_boundary"]),
         "memory",
         row(memory["measure"], f"{memory['peak_mb']:.0f} MiB"),
     ]
@@ -36,6 +37,21 @@ def table(results: dict[str, Any]) -> list[str]:
             value = f"{figures['steps_per_s']:.1f} steps/s, {figures['peak_mb']:.0f} MiB peak"
             lines.append(row(name, value))
     return lines
+
+
+def boundary_rows(boundary: dict[str, Any]) -> list[str]:
+    extra = boundary["extra_steps"]
+    verdict = "met" if extra <= boundary["target_extra_steps"] else "missed"
+    return [
+        f"epoch boundary ({boundary['epochs']} epochs of {boundary['steps_per_epoch']} steps, "
+        "last.ckpt written at each end, validation aside)",
+        row("ordinary step", f"{boundary['step_ms']:.2f} ms"),
+        row("step across an epoch boundary", f"{boundary['boundary_ms']:.2f} ms"),
+        row(
+            "boundary costs",
+            f"{extra:.2f} steps extra (target <= {boundary['target_extra_steps']:g}: {verdict})",
+        ),
+    ]
 
 
 def startup_rows(startup: dict[str, Any]) -> list[str]:

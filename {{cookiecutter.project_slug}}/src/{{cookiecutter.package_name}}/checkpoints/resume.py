@@ -13,11 +13,18 @@ from omegaconf import DictConfig
 from ..cli.errors import UserError
 
 LAST = "last"
+CHECKPOINT_DIR = "checkpoints"  # <run>/checkpoints/ (configs/callbacks: model_checkpoint.dirpath)
+LAST_FILE = "last.ckpt"
+
+
+def last_checkpoint_of(run_dir: Path) -> Path:
+    """Where a run keeps its newest state: ``<run>/checkpoints/last.ckpt``."""
+    return run_dir / CHECKPOINT_DIR / LAST_FILE
 
 
 def find_last_checkpoint(runs_dir: Path) -> Path | None:
     """The most recently written ``<run>/checkpoints/last.ckpt`` under ``runs_dir``."""
-    found = list(runs_dir.glob("*/checkpoints/last.ckpt"))
+    found = list(runs_dir.glob(f"*/{CHECKPOINT_DIR}/{LAST_FILE}"))
     return max(found, key=lambda p: p.stat().st_mtime_ns) if found else None
 
 
@@ -35,7 +42,7 @@ def resume_path(cfg: DictConfig) -> Path | None:
     last = find_last_checkpoint(runs_dir)
     if last is None:
         raise UserError(
-            f"ckpt_path=last found no {runs_dir}/*/checkpoints/last.ckpt; train once "
+            f"ckpt_path=last found no {last_checkpoint_of(runs_dir / '*')}; train once "
             "without ckpt_path, or pass the checkpoint's path"
         )
     return last
@@ -55,6 +62,6 @@ def run_dir(ckpt_path: str | None, fresh_dir: str) -> str:
     else:
         path = Path(ckpt_path)
     # A broken file gets a fresh directory, so the run it came from is left untouched.
-    if path is None or path.parent.name != "checkpoints" or not zipfile.is_zipfile(path):
+    if path is None or path.parent.name != CHECKPOINT_DIR or not zipfile.is_zipfile(path):
         return fresh_dir
     return str(path.parent.parent)
