@@ -29,6 +29,7 @@ from .reporting.plots import write_plots
 from .reporting.summary import objective, summarize, summary_table
 from .runtime.files import write_json
 from .runtime.run import as_floats, build_parts, build_trainer, prepare_run
+from .runtime.signals import StopAfterStep, stopped_by_signal
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +44,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if init_from is not None:
         initialise(model, init_from, cfg.init_from, strict=cfg.init_strict)
     history, confusion = MetricHistory(), TestConfusionMatrix(cfg.model.num_classes)
-    trainer = build_trainer(cfg, callbacks=[history, confusion])
+    trainer = build_trainer(cfg, callbacks=[history, confusion, StopAfterStep()])
 
     fit_started = time.perf_counter()
     try:
         with explain_failures(cfg):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
-    except SIGTERMException:  # pre-empted: last.ckpt was saved, ckpt_path=last continues
-        log.warning(
-            "stopped by SIGTERM after step %d; saved %s; continue with ckpt_path=last",
-            trainer.global_step,
-            run_dir / "checkpoints" / "last.ckpt",
-        )
-        return {"stopped": "SIGTERM", "steps": trainer.global_step, "run_dir": str(run_dir)}
+    except SIGTERMException:  # SIGTERM or Ctrl-C (runtime/signals.py): last.ckpt was saved
+        return stopped_by_signal(trainer, run_dir)
     fit_seconds = time.perf_counter() - fit_started
     epochs = list(history.epochs)  # testing a checkpoint restores the history saved in it
 
