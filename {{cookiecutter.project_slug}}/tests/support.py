@@ -47,20 +47,37 @@ QUICK = [
 ]
 
 
-def run_cli(
-    entry: str, *overrides: str, cwd: Path, timeout: float = 300
-) -> subprocess.CompletedProcess:
-    """Run ``python -m <package>.<entry> overrides...`` in a subprocess from ``cwd``."""
-    env = {
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment a CLI subprocess of the tests runs with (plus ``extra``)."""
+    return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
         "CONFIG_DIR": str(CONFIG_DIR),
         "OMP_NUM_THREADS": "1",
+        **extra,
     }
+
+
+def start_cli(entry: str, *overrides: str, cwd: Path, **popen: Any) -> subprocess.Popen:
+    """Start ``python -m <package>.<entry> overrides...`` from ``cwd``; output as text pipes."""
+    options: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
+    return subprocess.Popen(
+        [sys.executable, "-m", f"{PACKAGE}.{entry}", *overrides],
+        cwd=cwd,
+        env=options.pop("env", cli_env()),
+        text=True,
+        **options,
+    )
+
+
+def run_cli(
+    entry: str, *overrides: str, cwd: Path, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """Run ``python -m <package>.<entry> overrides...`` in a subprocess from ``cwd``."""
     return subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.{entry}", *overrides],
         cwd=cwd,
-        env=env,
+        env=cli_env(),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -173,10 +173,11 @@ def test_ddp_cpu_two_processes_then_resume(tmp_path: Path) -> None:
     assert metrics["world_size"] == WORLD
     assert (metrics["epochs"], metrics["steps"]) == (1, STEPS_PER_EPOCH)
     check_ranks(tmp_path / "p1", [0], tmp_path)
-    # Lightning's launcher gives rank 1 the same directory, with its own log file.
+    # Lightning's launcher gives rank 1 the same directory, with its own log file; rank 0
+    # alone holds the directory's lock.
     assert {p.name for p in run_dir.iterdir()} == {
-        ".hydra", "checkpoints", "config.yaml", "csv", "metrics.json", "plots", "train.log",
-        "train_ddp_process_1.log",
+        ".hydra", ".run.lock", "checkpoints", "config.yaml", "csv", "metrics.json", "plots",
+        "train.log", "train_ddp_process_1.log",
     }  # fmt: skip
 
     # Stopped after epoch 1 of 2: resume from last.ckpt and finish the second epoch.

@@ -19,7 +19,7 @@ from .callbacks.confusion import TestConfusionMatrix
 from .callbacks.history import MetricHistory
 from .checkpoints.card import DescribeCheckpoint
 from .checkpoints.io import load_checkpoint, load_weights
-from .checkpoints.resume import last_checkpoint_of, resume_path
+from .checkpoints.resume import resume_path
 from .cli.console import log_config
 from .cli.entry import command
 from .cli.errors import UserError
@@ -29,6 +29,7 @@ from .reporting.plots import write_plots
 from .reporting.summary import objective, summarize, summary_table
 from .runtime.files import write_json
 from .runtime.run import as_floats, build_parts, build_trainer, distributed_sampler, prepare_run
+from .runtime.signals import StopAfterStep, stopped_by_signal
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     log_config(cfg)
     warn_if_plain(datamodule)
     history = MetricHistory()
-    extra = [history, DescribeCheckpoint(info)]
+    extra = [history, DescribeCheckpoint(info), StopAfterStep()]
     confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
     trainer = build_trainer(
         cfg,
@@ -59,13 +60,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     try:
         with explain_failures(cfg):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
-    except SIGTERMException:  # pre-empted: last.ckpt was saved, ckpt_path=last continues
-        log.warning(
-            "stopped by SIGTERM after step %d; saved %s; continue with ckpt_path=last",
-            trainer.global_step,
-            last_checkpoint_of(run_dir),
-        )
-        return {"stopped": "SIGTERM", "steps": trainer.global_step, "run_dir": str(run_dir)}
+    except SIGTERMException:  # SIGTERM or Ctrl-C (runtime/signals.py): last.ckpt was saved
+        return stopped_by_signal(trainer, run_dir)
     fit_seconds = time.perf_counter() - fit_started
     epochs = list(history.epochs)  # testing a checkpoint restores the history saved in it
 

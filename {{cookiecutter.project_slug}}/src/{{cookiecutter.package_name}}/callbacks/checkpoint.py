@@ -18,8 +18,9 @@ class PreemptibleCheckpoint(ModelCheckpoint):
     after epochs where the monitored metric did not improve it lags behind. With
     ``save_last: true``, ``last.ckpt`` is also written after every epoch, at the end of
     training (e.g. a ``max_steps`` stop) and every ``last_every_n_steps`` optimizer steps;
-    on SIGTERM, which Lightning raises as ``SIGTERMException`` after the current step, it is
-    written whatever ``save_last`` says. ``ckpt_path=last`` resumes from it exactly.
+    on SIGTERM or Ctrl-C, which Lightning raises as ``SIGTERMException`` after the current
+    step (``runtime/signals.py``), it is written whatever ``save_last`` says.
+    ``ckpt_path=last`` resumes from it exactly.
 
     These extra writes go straight through the trainer, so Lightning's own bookkeeping
     (which skips its top-k save at a step it already saved) stays as it would be.

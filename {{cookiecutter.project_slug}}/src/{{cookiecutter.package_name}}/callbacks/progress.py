@@ -6,8 +6,9 @@ per step and does not stall an asynchronous GPU.
 """
 
 import logging
+import sys
 import time
-from typing import Any
+from typing import IO, Any
 
 import torch
 from lightning import LightningModule, Trainer
@@ -38,6 +39,7 @@ class ProgressDisplay(ProgressBar):
         self.live = live
         self._enabled = True
         self._bar: Progress | None = None
+        self._rerouted: list[tuple[logging.StreamHandler, IO[str]]] = []
         self._task: Any = None
         # Losses since the last line, on the device: a list, folded into a sum every
         # refresh_every steps so it stays short; read (one sync) only when shown.
@@ -70,6 +72,9 @@ class ProgressDisplay(ProgressBar):
         console = Console()
         live = self.live if self.live is not None else console.is_terminal
         if live:
+            # Two columns spare: the terminal echoes Ctrl-C as "^C" after the bar's last
+            # line, and a full-width line would wrap, leaving a copy of the bar behind.
+            console.width = max(console.width - 2, 20)
             self._bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
@@ -79,6 +84,7 @@ class ProgressDisplay(ProgressBar):
                 console=console,
             )
             self._bar.start()
+            self._rerouted = route_console_logs_through_bar()
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self._enabled:
@@ -162,6 +168,9 @@ class ProgressDisplay(ProgressBar):
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+        for handler, stream in self._rerouted:
+            handler.setStream(stream)
+        self._rerouted = []
 
     def _window(self, trainer: Trainer) -> str:
         """Loss and speed since the last refresh, last epoch's val accuracy; syncs once."""
@@ -199,3 +208,21 @@ class ProgressDisplay(ProgressBar):
         """``epoch 3/14``: counted from 0 like checkpoint names, out of the last epoch."""
         last = trainer.max_epochs - 1 if trainer.max_epochs and trainer.max_epochs > 0 else "?"
         return f"epoch {trainer.current_epoch}/{last}"
+
+
+def route_console_logs_through_bar() -> list[tuple[logging.StreamHandler, IO[str]]]:
+    """Point the log handlers that write to the terminal at the live bar's stand-ins.
+
+    A started bar replaces ``sys.stdout``/``sys.stderr`` with proxies that print above it,
+    but handlers keep the streams they were made with; a line written past the bar (a
+    warning, the notice of a Ctrl-C) would leave a copy of the bar on the screen at every
+    redraw. Returns each handler moved with its former stream.
+    """
+    targets = {id(sys.__stdout__): sys.stdout, id(sys.__stderr__): sys.stderr}
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    moved = []
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", []):
+            if type(handler) is logging.StreamHandler and id(handler.stream) in targets:
+                moved.append((handler, handler.setStream(targets[id(handler.stream)])))
+    return moved

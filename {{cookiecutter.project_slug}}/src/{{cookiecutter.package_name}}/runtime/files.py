@@ -1,10 +1,18 @@
-"""File writes that never leave a half-written file behind, and strict JSON."""
+"""File writes that never leave a half-written file behind, and strict JSON.
+
+A write goes to ``.<name>.<pid>@<host>.<random>.tmp`` beside the file, then is renamed over
+it. A writer killed mid-write (SIGKILL, out of memory) leaves its temporary behind; the
+next run in that directory removes the ones whose writer is dead
+(``remove_stale_temporaries``). A full disk is one line naming the file and the space.
+"""
 
 import errno
 import json
 import math
 import os
+import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +21,49 @@ from typing import Any
 from ..cli.errors import UserError
 
 NO_SPACE = {errno.ENOSPC: "no space left on its disk", errno.EDQUOT: "disk quota exceeded"}
+
+TEMP_SUFFIX = ".tmp"
+# .<name>.<pid>@<host>.<random>.tmp: pid, host and mkstemp's random part hold no dots.
+_TEMP_NAME = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)@(?P<host>[A-Za-z0-9-]*)\.[^.]+\.tmp")
+
+
+def _host() -> str:
+    """This machine's name with anything but letters, digits and ``-`` replaced by ``-``."""
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())
+
+
+def writer_tag() -> str:
+    """``<pid>@<host>``: who writes a temporary file, so a later run can tell if it died."""
+    return f"{os.getpid()}@{_host()}"
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this machine (a zombie counts as alive)."""
+    if pid <= 0:
+        return True  # not a writer's pid; never treat it as dead
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Delete the temporaries under ``directory`` whose writer was on this host and is dead.
+
+    A live writer's temporary, another host's (its pid means nothing here) and any file
+    not named by ``write_atomic`` are left alone. Returns the removed paths.
+    """
+    removed = []
+    host = _host()
+    for tmp in sorted(directory.rglob(f".*{TEMP_SUFFIX}")):
+        match = _TEMP_NAME.fullmatch(tmp.name)
+        if match and match["host"] == host and not _alive(int(match["pid"])):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
 
 
 def _file_mode() -> int:
@@ -35,7 +86,8 @@ def write_atomic(path: Path, write: Callable[[Path], None], *, size: int | None 
     tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        prefix = f".{path.name}.{writer_tag()}."
+        fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
         os.close(fd)
         tmp = Path(tmp_name)
         write(tmp)
