@@ -31,6 +31,8 @@ from typing import Any
 
 from lightning import Callback, LightningModule, Trainer
 
+from ..checkpoints.resume import last_checkpoint_of
+
 log = logging.getLogger(__name__)
 
 EXIT_CODES = {signal.SIGTERM: 0, signal.SIGINT: 130}
