@@ -95,6 +95,7 @@ EXPECTED_FILES = {
     "configs/data/csv.yaml",
     "configs/data/image_folder.yaml",
     "tests/test_data_contract.py",
+    "tests/test_checkpoint_card.py",
     "tests/plain_datamodule.py",
     "src/digits_classifier/cli/__init__.py",
     "src/digits_classifier/checkpoints/__init__.py",
