@@ -3,7 +3,10 @@
 import csv
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from support import compose_config, module, read_json, run_cli
+from support import CONFIG_DIR, PACKAGE, ROOT, compose_config, module, read_json, run_cli
 
 predict = module("predict")
 UserError = module("cli.errors").UserError
@@ -246,3 +249,30 @@ def test_cli_predicts_and_rejects_a_wrong_shape(
     assert result.returncode == 1
     assert f"error: input '{bad}' has shape (269, 64); expected (N, 1, 8, 8)" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_onnx_predict_imports_neither_torch_nor_lightning(
+    exported: dict[str, Any], test_split: dict[str, Any], tmp_path: Path
+) -> None:
+    # A fresh interpreter runs the command as `python -m <package>.predict` would.
+    script = (
+        "import runpy, sys\n"
+        f"sys.argv = ['predict', 'model_path={exported['model']}', "
+        f"'inputs={test_split['path']}', 'paths.root_dir={tmp_path}']\n"
+        "try:\n"
+        f"    runpy.run_module('{PACKAGE}.predict', run_name='__main__')\n"
+        "except SystemExit as stop:\n"
+        "    assert stop.code in (0, None), stop.code\n"
+        "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "CONFIG_DIR": str(CONFIG_DIR)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+    assert "269 predictions" in result.stdout

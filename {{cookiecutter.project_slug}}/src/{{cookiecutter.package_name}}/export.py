@@ -27,8 +27,9 @@ from .cli.entry import command
 from .cli.errors import UserError
 from .data.base import BaseDataModule
 from .data.info import DataInfo
-from .models.exportable import RawInputModel, from_checkpoint, output_names
-from .models.runners import INFO_KEY, OnnxRunner, TorchRunner
+from .models.exportable import RawInputModel, from_checkpoint
+from .models.onnx_runner import INFO_KEY, OnnxRunner, output_names
+from .models.runners import TorchRunner
 from .runtime.files import write_atomic, write_json
 from .runtime.run import data_overrides, prepare_run
 
@@ -57,7 +58,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     def export_and_check(tmp: Path) -> None:
         export_onnx(model, torch.from_numpy(inputs[:2]), tmp, cfg.opset, info)
         label_model(tmp, info, checkpoint.path)
-        onnx_runner = OnnxRunner(tmp)
+        onnx_runner = OnnxRunner(tmp, threads=torch.get_num_threads())
         rows = compare(TorchRunner(model, info), onnx_runner, inputs, sizes, cfg.repeats)
         log.info("parity and latency (ms), PyTorch vs onnxruntime:\n%s", format_table(rows))
         check_parity(rows, cfg.tolerance)

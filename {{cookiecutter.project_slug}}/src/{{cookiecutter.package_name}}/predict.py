@@ -18,15 +18,13 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, ListConfig
 
-from .checkpoints.restore import Checkpoint
 from .cli.entry import command
 from .cli.errors import UserError
 from .data.info import DataInfo
 from .data.inputs import read_inputs
-from .models.exportable import from_checkpoint
-from .models.runners import OnnxRunner, TorchRunner
+from .models.onnx_runner import OnnxRunner, Runner
+from .runtime.config import save_config
 from .runtime.files import json_text, write_atomic
-from .runtime.run import prepare_run
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +41,7 @@ def predict(cfg: DictConfig) -> list[dict[str, Any]]:
     runner = open_model(cfg)
     paths = list(cfg.inputs) if isinstance(cfg.inputs, ListConfig | list) else [cfg.inputs]
     inputs, names = read_inputs(paths, runner.info, npz_key=cfg.get("npz_key"), invert=cfg.invert)
-    prepare_run(cfg)
+    save_config(cfg)  # no seeding: a prediction draws no random numbers
     outputs = in_batches(runner, inputs, cfg.batch_size)
     rows = prediction_rows(names, outputs, runner.info)
     write_predictions(output, rows)
@@ -51,8 +49,12 @@ def predict(cfg: DictConfig) -> list[dict[str, Any]]:
     return rows
 
 
-def open_model(cfg: DictConfig) -> TorchRunner | OnnxRunner:
-    """onnxruntime for a ``.onnx`` file, PyTorch for a training checkpoint."""
+def open_model(cfg: DictConfig) -> Runner:
+    """onnxruntime for a ``.onnx`` file, PyTorch for a training checkpoint.
+
+    torch and Lightning are imported only for a checkpoint: an ONNX prediction starts in
+    the time numpy, onnxruntime and Hydra take to import.
+    """
     if not cfg.get("model_path"):
         raise UserError("model_path is not set; pass model_path=path/to/model.onnx or a .ckpt")
     path = str(cfg.model_path)
@@ -60,11 +62,15 @@ def open_model(cfg: DictConfig) -> TorchRunner | OnnxRunner:
         if not Path(path).is_file():
             raise UserError(f"model '{path}' does not exist; run the export first")
         return OnnxRunner(path)
+    from .checkpoints.restore import Checkpoint
+    from .models.exportable import from_checkpoint
+    from .models.runners import TorchRunner
+
     checkpoint = Checkpoint.open(path, cfg.get("checkpoint_targets") or ())
     return TorchRunner(from_checkpoint(checkpoint), checkpoint.info)
 
 
-def in_batches(runner: TorchRunner | OnnxRunner, inputs: np.ndarray, size: int) -> np.ndarray:
+def in_batches(runner: Runner, inputs: np.ndarray, size: int) -> np.ndarray:
     """The last output (probabilities or values) of every row, ``size`` rows at a time."""
     chunks = np.array_split(inputs, -(-len(inputs) // size))  # ceil(N / size) chunks
     return np.concatenate([runner(chunk)[-1] for chunk in chunks])

@@ -1,6 +1,16 @@
-"""Networks (plain ``nn.Module``) and the LightningModule that trains them."""
+"""Networks (plain ``nn.Module``) and the LightningModule that trains them.
 
-from .classifier import Classifier
-from .nets import MLP, SmallCNN
+Names are imported on first use, so ``models.onnx_runner`` loads without torch.
+"""
 
-__all__ = ["MLP", "Classifier", "SmallCNN"]
+from importlib import import_module
+from typing import Any
+
+EXPORTS = {"Classifier": ".classifier", "MLP": ".nets", "SmallCNN": ".nets"}
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(EXPORTS[name], __name__), name)

@@ -9,14 +9,6 @@ from torch import Tensor, nn
 
 from ..checkpoints.restore import Checkpoint
 
-CLASS_OUTPUTS = ("logits", "probabilities")
-VALUE_OUTPUTS = ("values",)
-
-
-def output_names(target_kind: str) -> tuple[str, ...]:
-    return CLASS_OUTPUTS if target_kind == "class" else VALUE_OUTPUTS
-
-
 class RawInputModel(nn.Module):
     """``net`` behind a fixed ``(x - mean) / std``; logits and probabilities, or values."""
 

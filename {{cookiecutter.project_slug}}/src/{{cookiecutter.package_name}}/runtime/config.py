@@ -10,6 +10,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ..cli.errors import UserError
+from .files import write_atomic
 
 
 def config_dir() -> Path:
@@ -47,3 +48,11 @@ def instantiate_each(group: Mapping[str, Any] | None) -> list[Any]:
                 raise error.__cause__ from None
             raise
     return built
+
+
+def save_config(cfg: DictConfig) -> Path:
+    """Write the resolved config to ``<run dir>/config.yaml``; return the run directory."""
+    run_dir = Path(cfg.paths.output_dir)
+    text = OmegaConf.to_yaml(cfg, resolve=True)
+    write_atomic(run_dir / "config.yaml", lambda tmp: tmp.write_text(text))
+    return run_dir

@@ -15,7 +15,7 @@ from ..cli.errors import UserError
 from ..data.adapters import data_info, is_contract
 from ..data.info import DataInfo
 from ..models.build import build_model
-from .config import instantiate_each, to_plain
+from .config import instantiate_each, save_config, to_plain
 from .files import write_atomic
 from .precision import resolve_precision
 
@@ -25,10 +25,7 @@ log = logging.getLogger(__name__)
 def prepare_run(cfg: DictConfig) -> Path:
     """Seed everything (0 included) and save the resolved config in the run directory."""
     seed_everything(cfg.seed, workers=True)
-    run_dir = Path(cfg.paths.output_dir)
-    text = OmegaConf.to_yaml(cfg, resolve=True)
-    write_atomic(run_dir / "config.yaml", lambda tmp: tmp.write_text(text))
-    return run_dir
+    return save_config(cfg)
 
 
 def build_trainer(
