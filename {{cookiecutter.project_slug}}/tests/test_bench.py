@@ -19,6 +19,7 @@ TINY = [
     "bench.data_batches=3",
     "bench.boundary_epochs=2",
     "bench.startup_runs=0",
+    "bench.command_runs=0",
     "trainer.accelerator=cpu",
 ]
 

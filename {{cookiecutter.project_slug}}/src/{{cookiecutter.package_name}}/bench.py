@@ -33,6 +33,7 @@ from .benchmarks.loops import (
     train_batch_size,
     train_tensors,
 )
+from .benchmarks.commands import measure_commands
 from .benchmarks.report import table
 from .benchmarks.startup import measure_startup
 from .cli.entry import command
@@ -86,6 +87,9 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
     data = data_verdict(options.data_batches / data_seconds, loop["lightning_steps_per_s"])
     boundary = epoch_boundary(cfg, fresh_model(), datamodule, options.boundary_epochs, clock)
     memory = peak_memory(device)
+    commands = None
+    if options.command_runs > 0:
+        commands = measure_commands(task_overrides(), options.command_runs)
     startup = None
     if options.startup_runs > 0:
         startup = measure_startup(task_overrides(), options.startup_runs, options.clock)
@@ -109,6 +113,7 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
         "data": data,
         "epoch_boundary": boundary,
         "first_step": startup,
+        "commands": commands,
         "memory": memory,
         "precision": (
             compare_precisions(cfg, fresh_model, datamodule, device)
@@ -262,10 +267,9 @@ def check_options(options: DictConfig) -> None:
         raise UserError(
             f"bench.clock={options.clock} is not a clock; use one of {', '.join(CLOCKS)}"
         )
-    if options.startup_runs < 0:
-        raise UserError(
-            f"bench.startup_runs={options.startup_runs} must be >= 0 (0 skips that section)"
-        )
+    for name in ("startup_runs", "command_runs"):
+        if options[name] < 0:
+            raise UserError(f"bench.{name}={options[name]} must be >= 0 (0 skips that section)")
 
 
 def pick_clock(name: str, device: torch.device) -> Clock:

@@ -31,6 +31,8 @@ def table(results: dict[str, Any]) -> list[str]:
     ]
     if startup:
         lines += startup_rows(startup)
+    if results.get("commands"):
+        lines += command_rows(results["commands"])
     if results["precision"]:
         lines.append("precision (project loop)")
         for name, figures in results["precision"].items():
@@ -67,6 +69,22 @@ def startup_rows(startup: dict[str, Any]) -> list[str]:
             f"(target <= {startup['target_above_s']} s)",
         ),
     ]
+
+
+def command_rows(commands: dict[str, Any]) -> list[str]:
+    seconds, floor = commands["seconds"], commands["import_lightning_seconds"]
+    onnx_goal, above_goal = commands["target_onnx_predict_s"], commands["target_above_import_s"]
+    lines = ["commands, launch to exit (fastest of the runs)"]
+    for name, value in seconds.items():
+        if name == "predict_onnx":
+            goal = f"target <= {onnx_goal:g} s: {'met' if value <= onnx_goal else 'missed'}"
+        else:
+            met = value - floor <= above_goal
+            goal = f"import lightning + {value - floor:.2f} s, target <= +{above_goal:g} s: "
+            goal += "met" if met else "missed"
+        lines.append(row(name.replace("_", " "), f"{value:.2f} s ({goal})"))
+    lines.append(row("python -c 'import lightning'", f"{floor:.2f} s"))
+    return lines
 
 
 def row(label: str, value: str) -> str:
