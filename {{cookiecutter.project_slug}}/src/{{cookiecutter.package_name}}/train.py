@@ -8,11 +8,12 @@ python -m <package>.train init_from=path/to.ckpt model.optimizer.lr=0.0003   # f
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
-from lightning import LightningModule
+from lightning import Callback, LightningModule
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.seed import isolate_rng
 from omegaconf import DictConfig
@@ -33,8 +34,11 @@ from .runtime.run import as_floats, build_parts, build_trainer, prepare_run
 log = logging.getLogger(__name__)
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
-    """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
+def train(cfg: DictConfig, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+    """Fit, test the best checkpoint, write ``metrics.json``; return what it holds.
+
+    ``callbacks`` join the configured ones (a sweep adds its pruning callback).
+    """
     started = time.perf_counter()
     ckpt_path, init_from = starting_point(cfg)  # checked before anything is written
     run_dir = prepare_run(cfg)
@@ -43,7 +47,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if init_from is not None:
         initialise(model, init_from, cfg.init_from, strict=cfg.init_strict)
     history, confusion = MetricHistory(), TestConfusionMatrix(cfg.model.num_classes)
-    trainer = build_trainer(cfg, callbacks=[history, confusion])
+    trainer = build_trainer(cfg, callbacks=[history, confusion, *callbacks])
 
     fit_started = time.perf_counter()
     try:
