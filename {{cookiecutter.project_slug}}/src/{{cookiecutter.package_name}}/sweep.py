@@ -22,11 +22,13 @@ from typing import Any
 
 import optuna
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from .cli.entry import DEBUG_ENV
 from .cli.errors import UserError
+from .cli.hints import first_line
 from .sweeps.config import (
     SweepSettings,
     check_keys,
@@ -38,11 +40,12 @@ from .sweeps.config import (
 )
 from .sweeps.logs import setup_logging
 from .sweeps.report import report, summarize
-from .sweeps.space import parse_space
+from .sweeps.space import flat_params, parse_space
 from .sweeps.storage import describe, open_storage
 from .sweeps.worker import TrialPlan, budget_used, work
 
-log = logging.getLogger(__name__)
+# Not __name__: that is __main__ under python -m, and the console shows the sweep's loggers.
+log = logging.getLogger(f"{__package__}.sweep")
 
 OVERRIDES = "overrides"  # study attribute: the overrides its trials were started with
 
@@ -54,11 +57,11 @@ def sweep(argv: list[str]) -> int:
     overrides = with_search(argv)
     cfg = compose_train(overrides)
     settings = settings_of(cfg)
-    setup_logging(f"{__package__}.sweep", settings.study_dir / "sweep.log")
-    params = fixed_on_command_line(dict(cfg.sweep.params), overrides)
+    params = fixed_on_command_line(flat_params(cfg.sweep.params), overrides)
     check_keys(cfg, list(params), overrides)
     plan = TrialPlan(settings, parse_space(params), overrides, sampler_factory(cfg.sweep.sampler))
-    pruner = instantiate(cfg.sweep.pruner) if cfg.sweep.get("pruner") else None
+    pruner = build(cfg.sweep.pruner, "pruner") if cfg.sweep.get("pruner") else None
+    setup_logging(f"{__package__}.sweep", settings.study_dir / "sweep.log")
 
     if settings.worker is not None:  # one of the processes the command below started
         work(open_study(settings, overrides, pruner, create=False), plan, settings.worker)
@@ -69,7 +72,7 @@ def sweep(argv: list[str]) -> int:
         "study %s (%s): %d trials, %d workers here; searching %s",
         settings.study, where, settings.n_trials, settings.workers, ", ".join(params) or "nothing",
     )  # fmt: skip
-    if fixed := sorted(set(cfg.sweep.params) - set(params)):
+    if fixed := sorted(set(flat_params(cfg.sweep.params)) - set(params)):
         log.info("fixed by the command line, not searched: %s", ", ".join(fixed))
     if settings.workers == 1:
         work(study, plan, index=0)
@@ -121,11 +124,19 @@ def sampler_factory(node: DictConfig) -> Callable[[int], optuna.samplers.BaseSam
     """Trial number -> its sampler. A seeded sampler is seeded ``seed + trial number`` so
     workers that start together, or a resumed study, never replay one another's draws,
     and a one-worker sweep is reproducible."""
+    shared = build(node, "sampler")  # a bad sampler fails here, before any trial
     seed = node.get("seed")
     if seed is None:
-        shared = instantiate(node)
         return lambda number: shared
-    return lambda number: instantiate(node, seed=int(seed) + number)
+    return lambda number: build(node, "sampler", seed=int(seed) + number)
+
+
+def build(node: DictConfig, name: str, **kwargs: Any) -> Any:
+    """Instantiate ``sweep.<name>``; a bad target or argument is a UserError."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as error:
+        raise UserError(f"sweep.{name} cannot be built: {first_line(error)}") from None
 
 
 def run_workers(overrides: list[str], count: int) -> list[int]:

@@ -112,7 +112,7 @@ def _positive(key: str, value: Any, allow_zero: bool = False) -> None:
 
 def fixed_on_command_line(params: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """The searched keys, less those an override fixes for every trial (e.g. data.batch_size=64)."""
-    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
+    given = {_key(o) for o in overrides if "=" in o}
     return {key: text for key, text in params.items() if key not in given}
 
 
@@ -130,4 +130,9 @@ def check_keys(cfg: DictConfig, keys: list[str], overrides: list[str]) -> None:
 
 def trial_overrides(overrides: list[str]) -> list[str]:
     """What shapes the trials: the overrides less the sweep's own running knobs."""
-    return sorted(o for o in overrides if not o.split("=", 1)[0].startswith(HOW_TO_RUN))
+    return sorted(o for o in overrides if not _key(o).startswith(HOW_TO_RUN))
+
+
+def _key(override: str) -> str:
+    """``++sweep.worker=1`` -> ``sweep.worker``."""
+    return override.split("=", 1)[0].lstrip("+~")

@@ -17,7 +17,8 @@ import optuna
 CONSOLE_FORMAT = "%(message)s"
 FILE_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] %(message)s"
 # Lightning gives these loggers their own console handler when imported before logging is set up.
-LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
+LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning",
+                     "lightning_fabric")  # fmt: skip
 
 
 class SweepLines(logging.Filter):

@@ -8,7 +8,9 @@ Each entry maps an override path to a sweep in Hydra's override syntax:
     model.net.depth: range(2, 6)                            # int 2..5 (range excludes the end)
     data.batch_size: choice(32, 64, 128)                    # one of the listed values
 
-A key is only an override path, so any config key can be searched.
+A key is only an override path, so any config key can be searched. On the command line a
+range is quoted, else Hydra reads it as a sweep of its own:
+``'+sweep.params.model.net.width="choice(64, 128)"'``.
 """
 
 from collections.abc import Mapping
@@ -37,6 +39,18 @@ class Param:
 
     key: str
     distribution: BaseDistribution
+
+
+def flat_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"net": {"width": ...}}}`` (as ``+sweep.params.model.net.width=...`` on the
+    command line makes it) as ``{"model.net.width": ...}``; flat keys stay as they are."""
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        if isinstance(value, Mapping):
+            flat |= flat_params(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def parse_space(params: Mapping[str, Any]) -> list[Param]:
