@@ -15,7 +15,7 @@ import yaml
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from support import CONFIG_DIR, QUICK, ROOT, PACKAGE, compose_config, module, read_json, run_cli
+from support import CONFIG_DIR, PACKAGE, QUICK, ROOT, compose_config, module, read_json, run_cli
 
 UserError = module("cli.errors").UserError
 # Two short epochs of a few batches per trial.
@@ -24,7 +24,12 @@ TINY = [*QUICK, "debug=limit", "trainer.max_epochs=2"]
 QUICK_LOSS = ["sweep.heartbeat_s=0.5", "sweep.stale_after_s=3"]
 # val/acc never exceeds 1, so every trial is pruned after its first epoch.
 PRUNE_ALL = ["~sweep.pruner", "+sweep.pruner={_target_:optuna.pruners.ThresholdPruner,lower:1.01}"]
-PARAMS = {"model.optimizer.lr", "model.optimizer.weight_decay", "data.batch_size", "model.net.dropout"}
+PARAMS = {
+    "model.optimizer.lr",
+    "model.optimizer.weight_decay",
+    "data.batch_size",
+    "model.net.dropout",
+}
 
 
 def study_dir(root: Path, name: str = "optuna") -> Path:
@@ -124,14 +129,17 @@ def test_bad_storage_is_one_line() -> None:
 
 
 def test_pruning_callback_stops_the_run_cleanly(tmp_path: Path) -> None:
-    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=1.01))
+    study = optuna.create_study(
+        direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=1.01)
+    )
     trial = study.ask()
     pruning = module("sweeps.pruning").PruneBadTrials(trial, "val/acc")
     cfg = compose_config(tmp_path, [*TINY, "trainer.max_epochs=3"])
     metrics = module("train").train(cfg, callbacks=[pruning])
     assert pruning.pruned_epoch == 0
     assert metrics["epochs"] == 1  # stopped after the first of three epochs
-    assert (tmp_path / "metrics.json").is_file() and metrics["best_checkpoint"]
+    assert (tmp_path / "metrics.json").is_file()
+    assert metrics["best_checkpoint"]
     study.tell(trial, state=TrialState.PRUNED)
     [frozen] = study.trials
     assert frozen.state == TrialState.PRUNED
@@ -160,7 +168,8 @@ def test_two_workers_share_one_study(tmp_path: Path) -> None:
     best = read_json(study_dir(tmp_path) / "best.json")
     assert best["best"]["trial"] == study.best_trial.number
     assert best["best"]["value"] == pytest.approx(study.best_value, abs=1e-6)
-    assert best["best"]["params"] == study.best_params and set(best["best"]["params"]) == PARAMS
+    assert best["best"]["params"] == study.best_params
+    assert set(best["best"]["params"]) == PARAMS
     assert best["trials"] == {"complete": 4, "pruned": 0, "fail": 0, "running": 0}
     assert f"best trial {study.best_trial.number}: val/acc {study.best_value:.4f}\n" in output
     lr = study.best_params["model.optimizer.lr"]
@@ -202,7 +211,9 @@ def test_rerunning_resumes_a_killed_sweep(tmp_path: Path) -> None:
     assert study.trials[victim.number].state == TrialState.FAIL
     assert f"trial {victim.number} lost" in result.stdout
 
-    again = run_cli("sweep", "sweep.n_trials=4", "data.batch_size=32", *QUICK_LOSS, *TINY, cwd=tmp_path)
+    again = run_cli(
+        "sweep", "sweep.n_trials=4", "data.batch_size=32", *QUICK_LOSS, *TINY, cwd=tmp_path
+    )
     assert again.returncode == 1
     assert "was started with overrides" in again.stderr + again.stdout
 

@@ -19,8 +19,14 @@ SEARCH_GROUP = "hparams_search"
 DEFAULT_SEARCH = "optuna"
 # Overrides that tune how a sweep runs, not what its trials train; they may change between
 # the commands that join one study.
-HOW_TO_RUN = ("sweep.workers", "sweep.worker", "sweep.n_trials", "sweep.storage", "sweep.heartbeat_s",
-              "sweep.stale_after_s")  # fmt: skip
+HOW_TO_RUN = (
+    "sweep.workers",
+    "sweep.worker",
+    "sweep.n_trials",
+    "sweep.storage",
+    "sweep.heartbeat_s",
+    "sweep.stale_after_s",
+)
 DIRECTIONS = ("maximize", "minimize")
 _ABSENT = object()
 

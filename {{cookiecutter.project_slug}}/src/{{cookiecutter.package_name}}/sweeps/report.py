@@ -54,7 +54,9 @@ def summarize(study: Study, metric: str, study_dir: Path, storage: str) -> dict[
         "study_dir": str(study_dir),
         "metric": metric,
         "direction": study.direction.name.lower(),
-        "trials": {state: states.get(state, 0) for state in ("complete", "pruned", "fail", "running")},
+        "trials": {
+            state: states.get(state, 0) for state in ("complete", "pruned", "fail", "running")
+        },
         "best": best,
     }
 
@@ -73,7 +75,9 @@ def report(summary: dict[str, Any], study_dir: Path) -> Path:
     if best is None:
         log.info("no trial has completed yet")
     else:
-        log.info("best trial %d: %s %s", best["trial"], summary["metric"], show_value(best["value"]))
+        log.info(
+            "best trial %d: %s %s", best["trial"], summary["metric"], show_value(best["value"])
+        )
         width = max(map(len, best["params"]), default=0)
         for key, value in best["params"].items():
             log.info("  %-*s  %s", width, key, show_param(value))

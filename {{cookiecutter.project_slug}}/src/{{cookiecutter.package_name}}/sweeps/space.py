@@ -30,7 +30,10 @@ from optuna.trial import Trial
 
 from ..cli.errors import UserError
 
-SYNTAX = "interval(low, high), tag(log, interval(low, high)), int(interval(...)), range(...) or choice(...)"
+SYNTAX = (
+    "interval(low, high), tag(log, interval(low, high)), int(interval(...)), range(...) "
+    "or choice(...)"
+)
 
 
 @dataclass(frozen=True)

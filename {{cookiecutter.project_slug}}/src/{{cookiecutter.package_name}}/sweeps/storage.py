@@ -58,7 +58,9 @@ def _journal(path: Path) -> JournalStorage:
 
 
 def _database(url: str, create: bool) -> RDBStorage:
-    engine_kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if url.startswith("sqlite") else {}
+    engine_kwargs = (
+        {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if url.startswith("sqlite") else {}
+    )
     try:
         # Workers skip table creation: two processes creating the schema at once race.
         return RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=not create)

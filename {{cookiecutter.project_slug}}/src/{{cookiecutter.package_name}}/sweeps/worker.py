@@ -135,7 +135,9 @@ def run_trial(study: Study, trial: Trial, plan: TrialPlan, index: int) -> bool:
     except Exception as error:  # e.g. out of memory at this batch size: a bad trial
         trial.set_user_attr(ERROR, first_line(error))
         finish(study, trial, state=TrialState.FAIL)
-        log.info("trial %d failed: %s (see %s)", trial.number, first_line(error), run_dir / "train.log")
+        log.info(
+            "trial %d failed: %s (see %s)", trial.number, first_line(error), run_dir / "train.log"
+        )
         return True
     except BaseException:  # Ctrl-C, exit: the trial is lost, not bad
         finish(study, trial, state=TrialState.FAIL)
@@ -154,7 +156,9 @@ def run_trial(study: Study, trial: Trial, plan: TrialPlan, index: int) -> bool:
         told = finish(study, trial, values=value)
         outcome = "finished"
     if not told:
-        log.info("trial %d was marked lost while this worker was silent; result dropped", trial.number)
+        log.info(
+            "trial %d was marked lost while this worker was silent; result dropped", trial.number
+        )
     else:
         log.info(
             "trial %d %s: %s %s in %.1f s", trial.number, outcome, settings.metric,
