@@ -13,6 +13,8 @@ import optuna
 import pytest
 import yaml
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from support import CONFIG_DIR, PACKAGE, QUICK, ROOT, compose_config, module, read_json, run_cli
@@ -113,6 +115,8 @@ def test_mistakes_stop_the_sweep_with_one_line_before_any_trial(tmp_path: Path) 
         ("sweep.heartbeat_s=60", "sweep.stale_after_s=60"): r"must exceed twice",
         ("sweep.sampler._target_=optuna.samplers.Nope",): r"sweep\.sampler cannot be built",
         ("--multirun",): r"--multirun is not an option of sweep",
+        ("trainer=ddp_cpu",): r"trainer\.devices=2, num_nodes=1, strategy=.*DDPStrategy: a sweep "
+        r"trial trains on one device",
     }
     for overrides, message in cases.items():
         with pytest.raises(UserError, match=message) as raised:
@@ -220,9 +224,12 @@ def test_rerunning_resumes_a_killed_sweep(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_pruned_trials_are_marked_and_keep_their_runs(tmp_path: Path) -> None:
-    result = run_cli("sweep", "sweep.n_trials=2", *PRUNE_ALL, *TINY, cwd=tmp_path)
+    # In a journal file, the storage for workers on many machines.
+    overrides = ["sweep.n_trials=2", "sweep.storage=journal", *PRUNE_ALL, *TINY]
+    result = run_cli("sweep", *overrides, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    study = load(tmp_path)
+    journal = JournalFileBackend(str(study_dir(tmp_path) / "study.journal"))
+    study = optuna.load_study(study_name="optuna", storage=JournalStorage(journal))
     assert states(study) == ["PRUNED", "PRUNED"]
     for trial in study.trials:
         assert list(trial.intermediate_values) == [0]

@@ -25,6 +25,7 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from optuna.pruners import BasePruner, NopPruner
 
 from .cli.entry import DEBUG_ENV
 from .cli.errors import UserError
@@ -32,6 +33,7 @@ from .cli.hints import first_line
 from .sweeps.config import (
     SweepSettings,
     check_keys,
+    check_one_process,
     compose_train,
     fixed_on_command_line,
     settings_of,
@@ -57,10 +59,12 @@ def sweep(argv: list[str]) -> int:
     overrides = with_search(argv)
     cfg = compose_train(overrides)
     settings = settings_of(cfg)
+    check_one_process(cfg)
     params = fixed_on_command_line(flat_params(cfg.sweep.params), overrides)
     check_keys(cfg, list(params), overrides)
     plan = TrialPlan(settings, parse_space(params), overrides, sampler_factory(cfg.sweep.sampler))
-    pruner = build(cfg.sweep.pruner, "pruner") if cfg.sweep.get("pruner") else None
+    # null: never prune (Optuna would pick its median pruner for a missing one).
+    pruner = build(cfg.sweep.pruner, "pruner") if cfg.sweep.get("pruner") else NopPruner()
     setup_logging(f"{__package__}.sweep", settings.study_dir / "sweep.log")
 
     if settings.worker is not None:  # one of the processes the command below started
@@ -69,7 +73,7 @@ def sweep(argv: list[str]) -> int:
     study = open_study(settings, overrides, pruner, create=True)  # before any worker starts
     where = describe(settings.storage, settings.study_dir)
     log.info(
-        "study %s (%s): %d trials, %d workers here; searching %s",
+        "study %s (%s): n_trials=%d, workers=%d; searching %s",
         settings.study, where, settings.n_trials, settings.workers, ", ".join(params) or "nothing",
     )  # fmt: skip
     if fixed := sorted(set(flat_params(cfg.sweep.params)) - set(params)):
@@ -90,7 +94,7 @@ def sweep(argv: list[str]) -> int:
 
 
 def open_study(
-    settings: SweepSettings, overrides: list[str], pruner: Any, create: bool
+    settings: SweepSettings, overrides: list[str], pruner: BasePruner, create: bool
 ) -> optuna.Study:
     """The study in its storage; ``create`` makes it if new. A study started with other
     trial overrides or another direction is a UserError (name a new study)."""

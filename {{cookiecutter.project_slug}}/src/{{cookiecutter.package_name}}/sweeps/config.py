@@ -109,6 +109,21 @@ def settings_of(cfg: DictConfig) -> SweepSettings:
     )
 
 
+def check_one_process(cfg: DictConfig) -> None:
+    """A trial trains inside its worker's process: on one device, without DDP, which would
+    start the whole sweep again in every rank."""
+    trainer = cfg.trainer
+    devices, nodes = trainer.get("devices", 1), trainer.get("num_nodes", 1)
+    strategy = trainer.get("strategy", "auto")
+    if devices != 1 or nodes != 1 or strategy not in (None, "auto"):
+        shown = strategy.get("_target_", strategy) if isinstance(strategy, DictConfig) else strategy
+        raise UserError(
+            f"trainer.devices={devices}, num_nodes={nodes}, strategy={shown}: a sweep trial trains "
+            "on one device; use trainer=default, cpu or gpu, and sweep.workers=N (one per GPU) "
+            "for trials in parallel"
+        )
+
+
 def _positive(key: str, value: Any, allow_zero: bool = False) -> None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not ok or value < 0 or (value == 0 and not allow_zero):

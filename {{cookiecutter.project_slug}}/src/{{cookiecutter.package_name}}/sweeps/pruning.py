@@ -6,7 +6,7 @@ from optuna.trial import Trial
 
 class PruneBadTrials(Callback):
     """Report ``monitor`` to the Optuna trial after each epoch's validation; when the pruner
-    says prune, stop training the way early stopping does.
+    says prune (and epochs remain), stop training the way early stopping does.
 
     The run then ends normally (best checkpoint tested, metrics.json and plots written), so a
     pruned trial keeps a complete run directory; the sweep marks the trial PRUNED.
@@ -30,6 +30,11 @@ class PruneBadTrials(Callback):
             return  # validated twice in one epoch (val_check_interval < 1): the first counts
         self._reported.add(epoch)
         self.trial.report(float(value), step=epoch)
-        if self.trial.should_prune():
+        if self.trial.should_prune() and not _last_epoch(trainer):
             self.pruned_epoch = epoch
             trainer.should_stop = True
+
+
+def _last_epoch(trainer: Trainer) -> bool:
+    """Pruning after the last epoch saves nothing and would drop a finished trial's score."""
+    return trainer.max_epochs is not None and trainer.current_epoch + 1 >= trainer.max_epochs > 0
