@@ -66,13 +66,13 @@ def sweep_process(*overrides: str, cwd: Path) -> subprocess.Popen:
 def running_trial(root: Path, timeout: float = 240) -> Any:
     """Wait for a trial that has run for at least a moment (a heartbeat after its start)."""
     deadline = time.monotonic() + timeout
+    log = study_dir(root) / "sweep.log"
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        try:
-            running = load(root).get_trials(states=(TrialState.RUNNING,))
-        except Exception:  # no study yet
+        # Read the study only once a trial has started: it exists by then.
+        if not log.exists() or " started (worker " not in log.read_text():
             continue
-        for trial in running:
+        for trial in load(root).get_trials(states=(TrialState.RUNNING,)):
             run_dir = Path(root, trial.user_attrs.get("run_dir", "-"))
             if (run_dir / "config.yaml").exists():  # training has begun
                 return trial
