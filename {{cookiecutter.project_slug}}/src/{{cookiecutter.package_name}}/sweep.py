@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from optuna.exceptions import ExperimentalWarning
 from optuna.pruners import BasePruner, NopPruner
 
 from .cli.entry import DEBUG_ENV
@@ -138,7 +140,9 @@ def sampler_factory(node: DictConfig) -> Callable[[int], optuna.samplers.BaseSam
 def build(node: DictConfig, name: str, **kwargs: Any) -> Any:
     """Instantiate ``sweep.<name>``; a bad target or argument is a UserError."""
     try:
-        return instantiate(node, **kwargs)
+        with warnings.catch_warnings():  # the config opts in to experimental arguments knowingly
+            warnings.simplefilter("ignore", ExperimentalWarning)  # (constant_liar)
+            return instantiate(node, **kwargs)
     except InstantiationException as error:
         raise UserError(f"sweep.{name} cannot be built: {first_line(error)}") from None
 
