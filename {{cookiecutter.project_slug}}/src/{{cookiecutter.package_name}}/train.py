@@ -8,10 +8,11 @@ python -m <package>.train init_from=path/to.ckpt model.optimizer.lr=0.0003   # f
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lightning import LightningModule, seed_everything
+from lightning import Callback, LightningModule, seed_everything
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
@@ -34,8 +35,11 @@ from .runtime.signals import StopAfterStep, stopped_by_signal
 log = logging.getLogger(__name__)
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
-    """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
+def train(cfg: DictConfig, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+    """Fit, test the best checkpoint, write ``metrics.json``; return what it holds.
+
+    ``callbacks`` join the configured ones (a sweep adds its pruning callback).
+    """
     started = time.perf_counter()
     ckpt_path, resumed, init_from = starting_point(cfg)  # checked before anything is written
     seed_everything(cfg.seed, workers=True)  # the model's initial weights depend on it
@@ -48,7 +52,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     log_config(cfg)
     warn_if_plain(datamodule)
     history = MetricHistory()
-    extra = [history, DescribeCheckpoint(info), StopAfterStep()]
+    extra = [history, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
     confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
     trainer = build_trainer(
         cfg,

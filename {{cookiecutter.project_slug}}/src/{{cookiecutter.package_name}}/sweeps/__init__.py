@@ -1,0 +1,1 @@
+"""Optuna sweeps for ``sweep.py``: search space, shared storage, workers, pruning, report."""
