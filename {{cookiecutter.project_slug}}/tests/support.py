@@ -107,7 +107,9 @@ def loss_logging(path: Path) -> list[str]:
     return ["+callbacks.losses._target_=support.StepLosses", f"+callbacks.losses.path={path}"]
 
 
-def write_image_folder(root: Path, *, classes: int = 4, per_class: int = 64, size: int = 64) -> Path:
+def write_image_folder(
+    root: Path, *, classes: int = 4, per_class: int = 64, size: int = 64
+) -> Path:
     """Write ``classes`` folders of ``per_class`` RGB PNGs, ``size`` x ``size``, under ``root``.
 
     Class ``k`` is a bright square of a class colour at a random place on noise, so a CNN

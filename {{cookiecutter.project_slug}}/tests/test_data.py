@@ -159,7 +159,8 @@ def test_cached_decoded_images_give_the_same_batches(tmp_path: Path, augment: bo
         datamodule.setup()
     assert isinstance(cached.rows.inputs, torch.Tensor)  # decoded once, (N, C, H, W)
     assert tuple(cached.rows.inputs.shape) == (36, 3, 8, 8)
-    assert torch.equal(plain.mean, cached.mean) and torch.equal(plain.std, cached.std)
+    assert torch.equal(plain.mean, cached.mean)
+    assert torch.equal(plain.std, cached.std)
     loaders = plain.train_dataloader(), cached.train_dataloader()
     for epoch in (0, 1):  # augmentation differs per epoch, and must agree in each
         for loader in loaders:
