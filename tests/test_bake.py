@@ -110,6 +110,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/runtime/files.py",
     "scripts/slurm.sbatch",
     "scripts/torchrun.sh",
+    "scripts/gpu_check.py",
     "src/digits_classifier/cli/hints.py",
     "src/digits_classifier/reporting/plots.py",
     "src/digits_classifier/runtime/precision.py",
@@ -141,6 +142,7 @@ EXPECTED_FILES = {
     "tests/rank_probe.py",
     "tests/test_distributed.py",
     "tests/test_gpu.py",
+    "tests/test_gpu_check.py",
     "tests/test_scripts.py",
     "tests/test_trainer_options.py",
 }
