@@ -121,6 +121,7 @@ EXPECTED_FILES = {
     "scripts/slurm.sbatch",
     "scripts/sweep.sbatch",
     "scripts/torchrun.sh",
+    "scripts/gpu_check.py",
     "src/digits_classifier/cli/hints.py",
     "src/digits_classifier/reporting/plots.py",
     "src/digits_classifier/runtime/precision.py",
@@ -138,6 +139,7 @@ EXPECTED_FILES = {
     "tests/test_configs.py",
     "tests/test_data.py",
     "tests/test_doctor.py",
+    "tests/test_checkpoint_card.py",
     "tests/test_export.py",
     "tests/test_faults.py",
     "tests/test_hints.py",
@@ -156,6 +158,7 @@ EXPECTED_FILES = {
     "tests/rank_probe.py",
     "tests/test_distributed.py",
     "tests/test_gpu.py",
+    "tests/test_gpu_check.py",
     "tests/test_scripts.py",
     "tests/test_trainer_options.py",
 }

@@ -122,3 +122,31 @@ def step_losses(path: Path) -> dict[int, str]:
 def loss_logging(path: Path) -> list[str]:
     """The overrides that add StepLosses writing to ``path``."""
     return ["+callbacks.losses._target_=support.StepLosses", f"+callbacks.losses.path={path}"]
+
+
+def write_image_folder(
+    root: Path, *, classes: int = 4, per_class: int = 64, size: int = 64
+) -> Path:
+    """Write ``classes`` folders of ``per_class`` RGB PNGs, ``size`` x ``size``, under ``root``.
+
+    Class ``k`` is a bright square of a class colour at a random place on noise, so a CNN
+    learns it in a few epochs, and the images are large enough for a GPU to matter.
+    """
+    import numpy as np
+    from PIL import Image
+
+    generator = np.random.default_rng(0)
+    side = max(size // 4, 1)
+    for label in range(classes):
+        folder = root / f"class_{label}"
+        folder.mkdir(parents=True)
+        colour = np.zeros(3)
+        colour[label % 3] = 180.0
+        colour[(label + label // 3) % 3] += 60.0 * (label // 3)
+        for index in range(per_class):
+            pixels = generator.uniform(0, 60, (size, size, 3))
+            top, left = generator.integers(0, size - side + 1, 2)
+            pixels[top : top + side, left : left + side] += colour
+            image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
+            image.save(folder / f"{index:04d}.png")
+    return root

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from support import module
+from support import module, write_image_folder
 
 data = module("data")
 sampling = module("data.sampling")
@@ -147,8 +147,34 @@ def test_worker_loader_yields_the_same_batches_as_the_in_memory_one() -> None:
         assert torch.equal(targets, targets_w)
 
 
+@pytest.mark.parametrize("augment", [False, True], ids=["plain", "augmented"])
+def test_cached_decoded_images_give_the_same_batches(tmp_path: Path, augment: bool) -> None:
+    root = write_image_folder(tmp_path / "images", classes=3, per_class=12, size=10)
+    options = {"root": str(root), "image_size": 8, "batch_size": 8, "seed": 0, "num_workers": 0}
+    if augment:
+        options |= {"crop_padding": 2, "flip": True}
+    plain = data.ImageFolderDataModule(**options)
+    cached = data.ImageFolderDataModule(**options, cache_decoded=True)
+    for datamodule in (plain, cached):
+        datamodule.setup()
+    assert isinstance(cached.rows.inputs, torch.Tensor)  # decoded once, (N, C, H, W)
+    assert tuple(cached.rows.inputs.shape) == (36, 3, 8, 8)
+    assert torch.equal(plain.mean, cached.mean)
+    assert torch.equal(plain.std, cached.std)
+    loaders = plain.train_dataloader(), cached.train_dataloader()
+    for epoch in (0, 1):  # augmentation differs per epoch, and must agree in each
+        for loader in loaders:
+            loader.sampler.set_epoch(epoch)
+        for (inputs, targets), (inputs_c, targets_c) in zip(*loaders, strict=True):
+            assert torch.equal(inputs, inputs_c)
+            assert torch.equal(targets, targets_c)
+    val = zip(plain.val_dataloader(), cached.val_dataloader(), strict=True)
+    for (inputs, _), (inputs_c, _) in val:
+        assert torch.equal(inputs, inputs_c)
+
+
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible")
 def test_small_data_lives_on_the_gpu(tmp_path: Path) -> None:
     from lightning import Trainer
 

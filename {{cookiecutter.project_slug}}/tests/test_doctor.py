@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from rich.console import Console
 
 from support import module, run_cli
@@ -27,8 +28,16 @@ def test_doctor_passes_here_and_prints_json(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     checks = {c["name"]: c for c in json.loads(result.stdout)}
     expected = {"python", "torch", "lightning", "hydra", "device cpu", "precision cpu"}
-    assert expected | {"backend gloo", "seeded draws", "seeded DataLoader"} <= set(checks)
+    expected |= {"backend gloo", "seeded draws", "seeded DataLoader", "deterministic cpu"}
+    assert expected <= set(checks)
     assert all(c["status"] in ("ok", "skip") for c in checks.values())
+
+
+def test_deterministic_check_runs_a_cnn_step_and_restores_the_mode() -> None:
+    before = torch.are_deterministic_algorithms_enabled()
+    check = doctor.check_deterministic("cpu")
+    assert (check.name, check.status) == ("deterministic cpu", "ok"), check.detail
+    assert torch.are_deterministic_algorithms_enabled() == before
 
 
 def test_table_has_a_row_per_check_and_a_fix_per_failure() -> None:

@@ -26,6 +26,7 @@ from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
 
 from .cli.errors import first_line
+from .models.nets import SmallCNN
 from .runtime.config import config_dir
 
 PINNED = {"torch": "torch", "lightning": "lightning", "hydra": "hydra-core"}  # label: dist
@@ -257,20 +258,41 @@ def check_seeds() -> Iterator[Check]:
             "worker processes cannot start: use data.num_workers=0, or give the container "
             "more /dev/shm",
         )
+    for device in devices():
+        yield check_deterministic(device)
+
+
+def check_deterministic(device: str) -> Check:
+    """A training step of the default CNN under ``trainer.deterministic=true`` on ``device``.
+
+    Lightning's deterministic mode switches on ``torch.use_deterministic_algorithms`` and
+    sets ``CUBLAS_WORKSPACE_CONFIG``; so does this check. An op with no deterministic
+    kernel on the device raises here, naming itself.
+    """
     previous = torch.are_deterministic_algorithms_enabled()
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # as Lightning sets it
     try:
         torch.use_deterministic_algorithms(True)
-        matmul_backward(devices()[0])
-        yield Check("deterministic algorithms", "ok", "can be switched on")
-    except Exception as error:
-        yield Check(
-            "deterministic algorithms",
+        deterministic_step(device)
+        return Check(f"deterministic {device}", "ok", "a CNN training step runs deterministically")
+    except Exception as error:  # the failure is the finding
+        return Check(
+            f"deterministic {device}",
             "fail",
             first_line(error),
-            "set CUBLAS_WORKSPACE_CONFIG=:4096:8 for deterministic CUDA matmuls",
+            "an op above has no deterministic kernel here: replace it, or train with "
+            "trainer.deterministic=false (then resume is not bitwise exact)",
         )
     finally:
         torch.use_deterministic_algorithms(previous)
+
+
+def deterministic_step(device: str) -> None:
+    """Forward and backward of the default CNN on a small batch, on ``device``."""
+    net = SmallCNN(input_shape=(1, 8, 8), num_outputs=10).to(device)
+    images = torch.rand(4, 1, 8, 8, generator=torch.Generator().manual_seed(0)).to(device)
+    loss = torch.nn.functional.cross_entropy(net(images), torch.arange(4, device=device))
+    loss.backward()
 
 
 CHECKS: list[Callable[[], Iterator[Check]]] = [

@@ -20,6 +20,17 @@ def conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
     )
 
 
+class GlobalAvgPool(nn.Module):
+    """(B, C, H, W) -> (B, C): the mean over height and width.
+
+    A plain mean, not ``nn.AdaptiveAvgPool2d(1)``: that one's CUDA backward has no
+    deterministic kernel, so ``trainer.deterministic=true`` would stop training on a GPU.
+    """
+
+    def forward(self, features: Tensor) -> Tensor:
+        return features.mean(dim=(-2, -1))
+
+
 class SmallCNN(nn.Module):
     """Two conv stages with a 2x2 pool between them, global average pool, linear head."""
 
@@ -37,8 +48,7 @@ class SmallCNN(nn.Module):
             conv_block(first, first),
             nn.MaxPool2d(2),
             conv_block(first, second),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
+            GlobalAvgPool(),
         )
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(second, num_outputs))
 
