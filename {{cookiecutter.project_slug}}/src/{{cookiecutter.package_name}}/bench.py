@@ -22,6 +22,7 @@ from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.callbacks import ProgressBar
 from omegaconf import DictConfig
 
+from .benchmarks.commands import measure_commands
 from .benchmarks.loops import (
     CLOCKS,
     Clock,
@@ -33,7 +34,6 @@ from .benchmarks.loops import (
     train_batch_size,
     train_tensors,
 )
-from .benchmarks.commands import measure_commands
 from .benchmarks.report import table
 from .benchmarks.startup import measure_startup
 from .cli.entry import command

@@ -50,7 +50,11 @@ def measure_commands(train_overrides: list[str], runs: int) -> dict[str, Any]:
 
 def prepare(root: Path, train_overrides: list[str]) -> tuple[Path, Path, Path]:
     """A checkpoint of a few steps, its model.onnx, and one raw input as a .npy."""
-    short = ["trainer.max_epochs=1", "+trainer.limit_train_batches=2", "callbacks.progress_bar=null"]
+    short = [
+        "trainer.max_epochs=1",
+        "+trainer.limit_train_batches=2",
+        "callbacks.progress_bar=null",
+    ]
     run(["train", *train_overrides, *short], root / "train")
     [checkpoint] = (root / "train").rglob("last.ckpt")
     run(["export", f"ckpt_path={checkpoint}", "repeats=1", "batch_sizes=[1,2]"], root / "export")

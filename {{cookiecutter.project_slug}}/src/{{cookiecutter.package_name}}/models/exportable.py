@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from ..checkpoints.restore import Checkpoint
 
+
 class RawInputModel(nn.Module):
     """``net`` behind a fixed ``(x - mean) / std``; logits and probabilities, or values."""
 

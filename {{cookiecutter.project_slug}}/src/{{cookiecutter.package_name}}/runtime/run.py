@@ -16,7 +16,6 @@ from ..data.adapters import data_info, is_contract
 from ..data.info import DataInfo
 from ..models.build import build_model
 from .config import instantiate_each, save_config, to_plain
-from .files import write_atomic
 from .precision import resolve_precision
 
 log = logging.getLogger(__name__)
