@@ -63,6 +63,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/callbacks/exact_resume.py",
     "src/digits_classifier/callbacks/finite_loss.py",
     "src/digits_classifier/callbacks/history.py",
+    "src/digits_classifier/callbacks/logger_runs.py",
     "src/digits_classifier/callbacks/progress.py",
     "src/digits_classifier/callbacks/step_hooks.py",
     "src/digits_classifier/data/__init__.py",
@@ -139,6 +140,7 @@ EXPECTED_FILES = {
     "tests/test_models.py",
     "tests/test_train.py",
     "tests/rank_probe.py",
+    "tests/test_logger_runs.py",
     "tests/test_distributed.py",
     "tests/test_gpu.py",
     "tests/test_scripts.py",
@@ -147,7 +149,7 @@ EXPECTED_FILES = {
 
 # Files that exist only for one answer (post_gen drops them otherwise). Extend with new options.
 OPTIONAL_FILES = {
-    ("logger", "wandb"): {"configs/logger/wandb.yaml"},
+    ("logger", "wandb"): {"configs/logger/wandb.yaml", "tests/wandb_records.py"},
     ("logger", "mlflow"): {"configs/logger/mlflow.yaml"},
     ("ci", "github"): {".github/workflows/ci.yml"},
     ("docker", "yes"): {"Dockerfile", ".dockerignore"},

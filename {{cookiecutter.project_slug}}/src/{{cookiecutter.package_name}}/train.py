@@ -52,6 +52,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     trainer = build_trainer(
         cfg,
         callbacks=extra + ([confusion] if confusion else []),
+        resumed=resumed,
         use_distributed_sampler=distributed_sampler(datamodule),
     )
 
