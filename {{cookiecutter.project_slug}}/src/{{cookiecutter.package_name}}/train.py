@@ -29,6 +29,7 @@ from .reporting.plots import write_plots
 from .reporting.summary import objective, summarize, summary_table
 from .runtime.files import write_json
 from .runtime.run import as_floats, build_parts, build_trainer, distributed_sampler, prepare_run
+from .runtime.slurm import arm_requeue, requeue_if_asked
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     )
 
     fit_started = time.perf_counter()
+    arm_requeue()  # SLURM: near the time limit, stop as on SIGTERM, then requeue
     try:
         with explain_failures(cfg):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
@@ -66,6 +68,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             trainer.global_step,
             run_dir / "checkpoints" / "last.ckpt",
         )
+        requeue_if_asked()
         return {"stopped": "SIGTERM", "steps": trainer.global_step, "run_dir": str(run_dir)}
     fit_seconds = time.perf_counter() - fit_started
     epochs = list(history.epochs)  # testing a checkpoint restores the history saved in it

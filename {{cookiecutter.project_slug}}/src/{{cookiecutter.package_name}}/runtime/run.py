@@ -19,6 +19,7 @@ from ..models.build import build_model
 from .config import instantiate_each, to_plain
 from .files import write_atomic
 from .precision import resolve_precision
+from .slurm import cluster_plugins
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ def build_trainer(
         cfg.trainer,
         callbacks=built + (callbacks or []) + [LoggerRuns()],
         logger=loggers or False,
+        plugins=[*instantiate(cfg.trainer.get("plugins") or []), *cluster_plugins()],
         **{"precision": precision, "use_distributed_sampler": False, **overrides},
     )
     skip_unused_step_hooks(trainer.callbacks)  # including those Lightning added itself
