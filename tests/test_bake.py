@@ -14,6 +14,7 @@ from conftest import HOSTILE_ANSWERS, TEMPLATE, bake
 
 # The files of a bake with the default answers.
 EXPECTED_FILES = {
+    ".github/dependabot.yml",
     ".github/workflows/ci.yml",
     ".gitignore",
     ".pre-commit-config.yaml",
@@ -27,6 +28,7 @@ EXPECTED_FILES = {
     "requirements-dev.txt",
     "requirements.lock",
     "scripts/lock.py",
+    "scripts/check_lock.py",
     "configs/train.yaml",
     "configs/eval.yaml",
     "configs/export.yaml",
@@ -153,7 +155,7 @@ EXPECTED_FILES = {
 OPTIONAL_FILES = {
     ("logger", "wandb"): {"configs/logger/wandb.yaml", "tests/wandb_records.py"},
     ("logger", "mlflow"): {"configs/logger/mlflow.yaml"},
-    ("ci", "github"): {".github/workflows/ci.yml"},
+    ("ci", "github"): {".github/workflows/ci.yml", ".github/dependabot.yml"},
     ("docker", "yes"): {"Dockerfile", ".dockerignore"},
 }
 DEFAULT_ANSWERS = {"logger": "csv", "ci": "github", "docker": "no"}
