@@ -125,6 +125,7 @@ EXPECTED_FILES = {
     "tests/conftest.py",
     "tests/support.py",
     "tests/test_bench.py",
+    "tests/test_checkpoint_card.py",
     "tests/test_configs.py",
     "tests/test_data.py",
     "tests/test_doctor.py",
