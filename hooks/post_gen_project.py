@@ -22,6 +22,7 @@ UNDER_CRUFT = {{ "_commit" in cookiecutter }}
 OPTIONAL_PATHS = {
     "configs/logger/wandb.yaml": LOGGER == "wandb",
     "configs/logger/mlflow.yaml": LOGGER == "mlflow",
+    "tests/wandb_records.py": LOGGER == "wandb",
     ".github": CI == "github",
     "Dockerfile": DOCKER == "yes",
     ".dockerignore": DOCKER == "yes",

@@ -14,6 +14,7 @@ from conftest import HOSTILE_ANSWERS, TEMPLATE, bake
 
 # The files of a bake with the default answers.
 EXPECTED_FILES = {
+    ".github/dependabot.yml",
     ".github/workflows/ci.yml",
     ".gitignore",
     ".pre-commit-config.yaml",
@@ -27,6 +28,7 @@ EXPECTED_FILES = {
     "requirements-dev.txt",
     "requirements.lock",
     "scripts/lock.py",
+    "scripts/check_lock.py",
     "configs/train.yaml",
     "configs/eval.yaml",
     "configs/export.yaml",
@@ -63,6 +65,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/callbacks/exact_resume.py",
     "src/digits_classifier/callbacks/finite_loss.py",
     "src/digits_classifier/callbacks/history.py",
+    "src/digits_classifier/callbacks/logger_runs.py",
     "src/digits_classifier/callbacks/progress.py",
     "src/digits_classifier/callbacks/step_hooks.py",
     "src/digits_classifier/data/__init__.py",
@@ -131,11 +134,13 @@ EXPECTED_FILES = {
     "src/digits_classifier/runtime/run_lock.py",
     "src/digits_classifier/runtime/run_start.py",
     "src/digits_classifier/runtime/signals.py",
+    "src/digits_classifier/runtime/slurm.py",
     "src/digits_classifier/reporting/summary.py",
     "src/digits_classifier/cli/typos.py",
     "tests/conftest.py",
     "tests/support.py",
     "tests/test_bench.py",
+    "tests/test_checkpoint_card.py",
     "tests/test_configs.py",
     "tests/test_data.py",
     "tests/test_doctor.py",
@@ -156,6 +161,8 @@ EXPECTED_FILES = {
     "tests/test_models.py",
     "tests/test_train.py",
     "tests/rank_probe.py",
+    "tests/test_logger_runs.py",
+    "tests/test_slurm_requeue.py",
     "tests/test_distributed.py",
     "tests/test_gpu.py",
     "tests/test_gpu_check.py",
@@ -165,9 +172,9 @@ EXPECTED_FILES = {
 
 # Files that exist only for one answer (post_gen drops them otherwise). Extend with new options.
 OPTIONAL_FILES = {
-    ("logger", "wandb"): {"configs/logger/wandb.yaml"},
+    ("logger", "wandb"): {"configs/logger/wandb.yaml", "tests/wandb_records.py"},
     ("logger", "mlflow"): {"configs/logger/mlflow.yaml"},
-    ("ci", "github"): {".github/workflows/ci.yml"},
+    ("ci", "github"): {".github/workflows/ci.yml", ".github/dependabot.yml"},
     ("docker", "yes"): {"Dockerfile", ".dockerignore"},
 }
 DEFAULT_ANSWERS = {"logger": "csv", "ci": "github", "docker": "no"}

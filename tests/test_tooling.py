@@ -44,6 +44,25 @@ def test_workflows_match_githubs_schema(full_project: Path) -> None:
     assert result.returncode == 0, tail(result)
 
 
+def dependabot_files(full_project: Path) -> list[Path]:
+    return [full_project / ".github" / "dependabot.yml", TEMPLATE / ".github" / "dependabot.yml"]
+
+
+def test_dependabot_configs_match_their_schema(full_project: Path) -> None:
+    files = [str(path) for path in dependabot_files(full_project)]
+    result = run(
+        tool("check-jsonschema"), "--builtin-schema", "vendor.dependabot", *files, cwd=full_project
+    )
+    assert result.returncode == 0, tail(result)
+
+
+def test_dependabot_updates_actions_and_pip_after_a_cooldown(full_project: Path) -> None:
+    for path in dependabot_files(full_project):
+        updates = yaml.safe_load(path.read_text())["updates"]
+        assert {u["package-ecosystem"] for u in updates} == {"github-actions", "pip"}, path
+        assert all(u["cooldown"]["default-days"] >= 3 for u in updates), path
+
+
 def test_workflows_pass_zizmor(full_project: Path) -> None:
     files = [str(path) for path in workflow_files(full_project)]
     result = run(tool("zizmor"), "--offline", "--no-progress", *files, cwd=full_project)

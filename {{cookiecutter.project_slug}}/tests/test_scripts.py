@@ -53,3 +53,34 @@ def test_torchrun_script_needs_a_shared_run_name_for_many_nodes() -> None:
 
 def test_torchrun_script_is_executable() -> None:
     assert os.access(ROOT / "scripts" / "torchrun.sh", os.X_OK)
+
+
+def check_lock(root: Path) -> subprocess.CompletedProcess:
+    script = ROOT / "scripts" / "check_lock.py"
+    return subprocess.run(
+        [sys.executable, str(script), str(root)], capture_output=True, text=True, check=False
+    )
+
+
+def test_the_lock_matches_the_requirements() -> None:
+    result = check_lock(ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "requirements.lock matches" in result.stdout
+
+
+def test_a_bumped_requirement_without_a_new_lock_fails_naming_the_fix(tmp_path: Path) -> None:
+    for name in ("requirements.txt", "requirements-dev.txt", "requirements.lock"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    text = (tmp_path / "requirements.txt").read_text()
+    assert "\nrich==15.0.0\n" in text
+    (tmp_path / "requirements.txt").write_text(text.replace("\nrich==15.0.0\n", "\nrich==15.1.0\n"))
+    with (tmp_path / "requirements-dev.txt").open("a") as handle:
+        handle.write("Extra_Tool==1.0  # added without make lock\n")
+    result = check_lock(tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "error: requirements-dev.txt: extra-tool==1.0 is not in the lock; "
+        "run `make lock` and commit requirements.lock",
+        "error: requirements.txt: rich==15.1.0 but requirements.lock has rich==15.0.0; "
+        "run `make lock` and commit requirements.lock",
+    ]

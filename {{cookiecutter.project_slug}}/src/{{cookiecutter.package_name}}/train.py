@@ -31,6 +31,7 @@ from .reporting.summary import objective, summarize, summary_table
 from .runtime.files import write_json
 from .runtime.run import as_floats, build_parts, build_trainer, distributed_sampler, prepare_run
 from .runtime.signals import StopAfterStep, stopped_by_signal
+from .runtime.slurm import arm_requeue, requeue_if_asked
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +58,17 @@ def train(cfg: DictConfig, callbacks: Sequence[Callback] = ()) -> dict[str, Any]
     trainer = build_trainer(
         cfg,
         callbacks=extra + ([confusion] if confusion else []),
+        resumed=resumed,
         use_distributed_sampler=distributed_sampler(datamodule),
     )
 
     fit_started = time.perf_counter()
+    arm_requeue()  # SLURM: near the time limit, stop as on SIGTERM, then requeue
     try:
         with explain_failures(cfg):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
     except SIGTERMException:  # SIGTERM or Ctrl-C (runtime/signals.py): last.ckpt was saved
+        requeue_if_asked()  # a SLURM pre-emption notice (SIGUSR1) puts the job back in the queue
         return stopped_by_signal(trainer, run_dir)
     fit_seconds = time.perf_counter() - fit_started
     epochs = list(history.epochs)  # testing a checkpoint restores the history saved in it

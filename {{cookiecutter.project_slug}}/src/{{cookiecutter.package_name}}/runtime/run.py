@@ -10,6 +10,7 @@ from lightning import Callback, LightningDataModule, LightningModule, Trainer, s
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
+from ..callbacks.logger_runs import LoggerRuns, continue_logger_runs
 from ..callbacks.step_hooks import skip_unused_step_hooks
 from ..cli.errors import UserError
 from ..data.adapters import data_info, is_contract
@@ -17,6 +18,7 @@ from ..data.info import DataInfo
 from ..models.build import build_model
 from .config import instantiate_each, save_config, to_plain
 from .precision import resolve_precision
+from .slurm import cluster_plugins
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +30,10 @@ def prepare_run(cfg: DictConfig) -> Path:
 
 
 def build_trainer(
-    cfg: DictConfig, callbacks: list[Callback] | None = None, **overrides: Any
+    cfg: DictConfig,
+    callbacks: list[Callback] | None = None,
+    resumed: dict[str, Any] | None = None,
+    **overrides: Any,
 ) -> Trainer:
     """The Trainer from ``cfg.trainer`` with the configured callbacks and logger.
 
@@ -36,7 +41,8 @@ def build_trainer(
     ``callbacks/step_hooks.py``); add callbacks here, not to ``trainer.callbacks`` later.
     Lightning's distributed sampler stays off unless ``use_distributed_sampler=True`` is
     passed: the project's data modules shard their own batches (a plain data module needs
-    it on, see ``distributed_sampler``).
+    it on, see ``distributed_sampler``). ``resumed``, the content of the checkpoint a run
+    resumes from, makes W&B and MLflow continue its runs (see ``callbacks/logger_runs.py``).
     """
     if cfg.trainer.get("accelerator") in ("gpu", "cuda") and not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
@@ -46,12 +52,13 @@ def build_trainer(
             "build of torch (see README: 'CUDA or CPU torch')"
         )
     built: list[Callback] = instantiate_each(cfg.get("callbacks"))
-    loggers: list[Logger] = instantiate_each(cfg.get("logger"))
+    loggers: list[Logger] = instantiate_each(continue_logger_runs(cfg.get("logger"), resumed))
     precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     trainer: Trainer = instantiate(
         cfg.trainer,
-        callbacks=built + (callbacks or []),
+        callbacks=built + (callbacks or []) + [LoggerRuns()],
         logger=loggers or False,
+        plugins=[*instantiate(cfg.trainer.get("plugins") or []), *cluster_plugins()],
         **{"precision": precision, "use_distributed_sampler": False, **overrides},
     )
     skip_unused_step_hooks(trainer.callbacks)  # including those Lightning added itself
