@@ -281,6 +281,9 @@ class BaseDataModule(LightningDataModule):
             persistent_workers=workers > 0,
             pin_memory=device.type == "cuda",
             worker_init_fn=ignore_interrupts if workers > 0 else None,
+            # Its own generator: a DataLoader otherwise draws its workers' base seed from
+            # the global RNG, which would shift dropout's draws between a run and its resume.
+            generator=torch.Generator().manual_seed(self.hparams.seed),
         )
 
     def transfer_batch_to_device(self, batch: Batch, device: torch.device, index: int) -> Batch:
