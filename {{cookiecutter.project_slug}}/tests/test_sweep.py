@@ -27,12 +27,12 @@ def test_two_trial_optuna_sweep(tmp_path: Path) -> None:
         assert metrics["run_dir"] == str(trial.resolve())
         assert Path(metrics["best_checkpoint"]).is_relative_to(trial.resolve())
         scores.append(metrics["best"]["val/acc"])
-    assert yaml.safe_load((trials[0] / "config.yaml").read_text())["optimized_metric"] == "val/acc"
+    assert yaml.safe_load((trials[0] / "config.yaml").read_text())["optimized_metric"] == "monitor"
 
     results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
     assert results["best_value"] == pytest.approx(max(scores))
     assert set(results["best_params"]) == {
-        "model.optimizer.lr", "model.optimizer.weight_decay", "data.batch_size",
+        "optimizer.lr", "optimizer.weight_decay", "data.batch_size",
         "model.net.dropout",
     }  # fmt: skip
     assert f"Best value: {results['best_value']}" in result.stdout + result.stderr

@@ -14,7 +14,7 @@ from support import QUICK, compose_config, module, read_json
 precision = module("runtime.precision")
 run = module("runtime.run")
 UserError = module("cli.errors").UserError
-Classifier = module("models").Classifier
+TaskModule = module("models").TaskModule
 STEP_HOOKS = module("callbacks.step_hooks").STEP_HOOKS
 
 # One plain-SGD step of a dropout-free MLP in fp32: updates follow the gradient exactly.
@@ -22,9 +22,11 @@ ONE_SGD_STEP = [
     *QUICK,
     "model=mlp",
     "model.net.dropout=0",
-    "model.optimizer._target_=torch.optim.SGD",
-    "model.optimizer.weight_decay=0",
-    "model.scheduler=null",
+    "optimizer=sgd",
+    "optimizer.momentum=0",
+    "optimizer.nesterov=false",
+    "optimizer.weight_decay=0",
+    "scheduler=none",
     "trainer.precision=32-true",
     "trainer.max_epochs=1",
     "+trainer.limit_val_batches=0",
@@ -119,7 +121,7 @@ def test_two_accumulated_half_batches_step_like_one_full_batch(tmp_path: Path) -
 def test_clipping_bounds_the_gradient_norm_of_a_step(tmp_path: Path) -> None:
     clip = 0.01
     model, initial = fit(
-        tmp_path, "model.optimizer.lr=1.0", f"trainer.gradient_clip_val={clip}",
+        tmp_path, "optimizer.lr=1.0", f"trainer.gradient_clip_val={clip}",
         "+trainer.limit_train_batches=1",
     )  # fmt: skip
     step = [p.detach() - initial[name] for name, p in model.named_parameters()]
@@ -141,7 +143,7 @@ def test_compile_trains_and_its_checkpoint_loads_uncompiled(tmp_path: Path) -> N
     checkpoint = module("checkpoints.io").load_checkpoint(metrics["best_checkpoint"])
     assert not any("_orig_mod" in key for key in checkpoint["state_dict"])
     assert "compile" not in checkpoint["hyper_parameters"]  # how it ran, not what it is
-    model = Classifier(**checkpoint["hyper_parameters"])  # not compiled
+    model = TaskModule(**checkpoint["hyper_parameters"])  # not compiled
     model.load_state_dict(checkpoint["state_dict"])  # strict: every key matches
     # eval rebuilds the model from the checkpoint alone, uncompiled, and scores the same.
     overrides = [

@@ -3,11 +3,13 @@
 python -m <package>.train                       # defaults from configs/train.yaml
 python -m <package>.train model=mlp trainer.max_epochs=5 seed=1
 python -m <package>.train ckpt_path=last        # resume the newest run of this task
-python -m <package>.train init_from=path/to.ckpt model.optimizer.lr=0.0003   # fine-tune
+python -m <package>.train ckpt_path=last trainer.max_epochs=25   # train 10 more epochs
+python -m <package>.train init_from=path/to.ckpt optimizer.lr=0.0003   # fine-tune
 """
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +20,15 @@ from omegaconf import DictConfig
 from .callbacks.confusion import TestConfusionMatrix
 from .callbacks.history import MetricHistory
 from .checkpoints.card import DescribeCheckpoint
-from .checkpoints.io import load_checkpoint, load_weights
+from .checkpoints.io import hand_over, load_checkpoint, load_weights
 from .checkpoints.resume import resume_path
+from .checkpoints.run_settings import command_line_overrides, keep_run_settings
 from .cli.console import log_config
 from .cli.entry import command
 from .cli.errors import UserError
 from .cli.hints import explain_failures
 from .data.adapters import warn_if_plain
+from .models.tasks import Task
 from .reporting.plots import write_plots
 from .reporting.summary import objective, summarize, summary_table
 from .runtime.files import write_json
@@ -33,10 +37,18 @@ from .runtime.run import as_floats, build_parts, build_trainer, distributed_samp
 log = logging.getLogger(__name__)
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
-    """Fit, test the best checkpoint, write ``metrics.json``; return what it holds."""
+def train(cfg: DictConfig, overrides: Sequence[str] | None = None) -> dict[str, Any]:
+    """Fit, test the best checkpoint, write ``metrics.json``; return what it holds.
+
+    Args:
+        overrides: the settings given explicitly (a resumed run refuses those that would
+            change its data split); by default the command line's.
+    """
     started = time.perf_counter()
     ckpt_path, resumed, init_from = starting_point(cfg)  # checked before anything is written
+    if resumed is not None:
+        explicit = command_line_overrides() if overrides is None else overrides
+        keep_run_settings(cfg, resumed, explicit, str(ckpt_path))
     seed_everything(cfg.seed, workers=True)  # the model's initial weights depend on it
     datamodule, model, info = build_parts(cfg)
     if resumed is not None:  # the weights must fit; fit restores these same ones
@@ -49,11 +61,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     history = MetricHistory()
     extra = [history, DescribeCheckpoint(info)]
     confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
+    task: Task = model.task
     trainer = build_trainer(
         cfg,
         callbacks=extra + ([confusion] if confusion else []),
+        task=task,
         use_distributed_sampler=distributed_sampler(datamodule),
     )
+    if resumed is not None:  # fit reads the checkpoint loaded above, not the file again
+        hand_over(trainer, ckpt_path, resumed)
 
     fit_started = time.perf_counter()
     try:
@@ -85,12 +101,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "world_size": trainer.world_size,
         "run_dir": str(run_dir),
     }
-    monitor = getattr(checkpoint, "monitor", None) or "val/acc"
-    mode = getattr(checkpoint, "mode", "max")
     wall_seconds = time.perf_counter() - started
-    metrics |= summarize(epochs, trainer.global_step, fit_seconds, wall_seconds, monitor, mode)
+    steps = trainer.global_step
+    metrics |= summarize(epochs, steps, fit_seconds, wall_seconds, task.monitor, task.mode)
     if trainer.is_global_zero:
-        write_plots(run_dir / "plots", epochs, confusion.matrix if confusion else None)
+        write_plots(run_dir / "plots", epochs, task, confusion.matrix if confusion else None)
         write_json(run_dir / "metrics.json", metrics)
         report(run_dir, metrics)
     return metrics
@@ -137,7 +152,10 @@ def report(run_dir: Path, metrics: dict[str, Any]) -> None:
 
 
 def train_and_score(cfg: DictConfig) -> float | None:
-    """Train; return ``cfg.optimized_metric`` (if set) for a sweeper such as Optuna."""
+    """Train; return ``cfg.optimized_metric`` (if set) for a sweeper such as Optuna.
+
+    ``optimized_metric=monitor`` is the task's monitored metric, signed so larger is better.
+    """
     metrics = train(cfg)
     name = cfg.get("optimized_metric")
     return objective(metrics, name) if name else None

@@ -1,6 +1,7 @@
-"""Networks (plain ``nn.Module``) and the LightningModule that trains them."""
+"""Networks (plain ``nn.Module``), the tasks they learn and the LightningModule that trains them."""
 
-from .classifier import Classifier
 from .nets import MLP, SmallCNN
+from .task_module import TaskModule
+from .tasks import Classification, Regression, Task
 
-__all__ = ["MLP", "Classifier", "SmallCNN"]
+__all__ = ["MLP", "Classification", "Regression", "SmallCNN", "Task", "TaskModule"]
