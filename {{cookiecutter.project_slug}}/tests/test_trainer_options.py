@@ -16,6 +16,7 @@ run = module("runtime.run")
 UserError = module("cli.errors").UserError
 TaskModule = module("models").TaskModule
 STEP_HOOKS = module("callbacks.step_hooks").STEP_HOOKS
+DIGITS_TASK = module("models").Classification(num_classes=10)
 
 # One plain-SGD step of a dropout-free MLP in fp32: updates follow the gradient exactly.
 ONE_SGD_STEP = [
@@ -70,7 +71,7 @@ def test_named_precisions_pass_through(requested: Any, resolved: str) -> None:
 def test_bad_precision_is_refused_before_training(tmp_path: Path, value: str, message: str) -> None:
     cfg = compose_config(tmp_path, [*QUICK, f"trainer.precision={value}"])
     with pytest.raises(UserError, match=message):
-        run.build_trainer(cfg)
+        run.build_trainer(cfg, task=DIGITS_TASK)
 
 
 def test_run_records_the_precision_auto_chose(trained: dict[str, Any]) -> None:
@@ -99,7 +100,7 @@ def fit(tmp_path: Path, *overrides: str) -> tuple[LightningModule, dict[str, tor
     run.prepare_run(cfg)
     datamodule, model, _ = run.build_parts(cfg)
     initial = {name: p.detach().clone() for name, p in model.named_parameters()}
-    trainer = run.build_trainer(cfg)
+    trainer = run.build_trainer(cfg, task=model.task)
     trainer.fit(model, datamodule=datamodule)
     model.fitted_steps = trainer.global_step
     return model, initial
@@ -156,7 +157,8 @@ def test_compile_trains_and_its_checkpoint_loads_uncompiled(tmp_path: Path) -> N
 
 
 def test_callbacks_are_called_only_on_the_step_hooks_they_implement(tmp_path: Path) -> None:
-    trainer = run.build_trainer(compose_config(tmp_path, QUICK), enable_progress_bar=False)
+    cfg = compose_config(tmp_path, QUICK)
+    trainer = run.build_trainer(cfg, task=DIGITS_TASK, enable_progress_bar=False)
     called = {
         type(callback).__name__: [hook for hook in STEP_HOOKS if callable(getattr(callback, hook))]
         for callback in trainer.callbacks
@@ -173,4 +175,4 @@ def test_callbacks_are_called_only_on_the_step_hooks_they_implement(tmp_path: Pa
 def test_negative_step_checkpoint_interval_is_refused(tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, [*QUICK, "callbacks.model_checkpoint.last_every_n_steps=-1"])
     with pytest.raises(UserError, match=r"last_every_n_steps=-1 must be >= 0 \(0 writes"):
-        run.build_trainer(cfg)
+        run.build_trainer(cfg, task=DIGITS_TASK)

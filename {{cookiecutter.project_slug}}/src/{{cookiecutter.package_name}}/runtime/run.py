@@ -54,12 +54,12 @@ def build_trainer(
             f"(torch {torch.__version__} is {build}); use trainer=cpu, or install a CUDA "
             "build of torch (see README: 'CUDA or CPU torch')"
         )
+    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     callback_cfgs = cfg.get("callbacks")
     if task is not None and callback_cfgs:
         callback_cfgs = following_task(callback_cfgs, task)
     built: list[Callback] = instantiate_each(callback_cfgs)
     loggers: list[Logger] = instantiate_each(cfg.get("logger"))
-    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     trainer: Trainer = instantiate(
         cfg.trainer,
         callbacks=built + (callbacks or []),
