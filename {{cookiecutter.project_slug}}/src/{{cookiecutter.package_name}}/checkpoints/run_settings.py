@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..cli.errors import UserError
@@ -59,7 +60,7 @@ def keep_run_settings(
     given = {override_key(override) for override in overrides}
     stored_target, stored = card["_target_"], dict(card.get("args", {}))
     current = OmegaConf.to_container(cfg.data, resolve=True)
-    if current.get("_target_") != stored_target:
+    if not same_class(current.get("_target_"), stored_target):
         if "data" in given:
             refuse("data", current.get("_target_"), stored_target, source, overrides)
         log.info(
@@ -84,6 +85,16 @@ def keep_run_settings(
             if key not in LOADING_ONLY:
                 cfg.data[key] = old
     keep_seed(cfg, stored)
+
+
+def same_class(target: Any, other: str) -> bool:
+    """Whether two ``_target_`` strings name one class (``data.X`` is ``data.module.X``)."""
+    if target == other:
+        return True
+    try:
+        return get_class(str(target)) is get_class(other)
+    except Exception:  # a target that does not import is not the same
+        return False
 
 
 def keep_seed(cfg: DictConfig, stored: dict[str, Any]) -> None:
