@@ -132,7 +132,7 @@ def digest(run_dir: Path) -> dict[str, str]:
     return {
         str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(run_dir.rglob("*"))
-        if p.is_file() and ".hydra" not in p.relative_to(run_dir).parts
+        if p.is_file() and ".hydra" not in p.relative_to(run_dir).parts and p.name != "train.log"
     }
 
 
@@ -143,7 +143,7 @@ def test_cli_resume_with_a_changed_seed_or_fraction_exits_1_and_changes_nothing(
     first = run_cli("train", *SHORT, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()
-    before = digest(run_dir)
+    before, log = digest(run_dir), (run_dir / "train.log").read_text()
     for override, old in (("seed=1", "seed=0"), ("data.test_fraction=0.3", "test_fraction=0.15")):
         result = run_cli("train", *SHORT, "ckpt_path=last", override, cwd=tmp_path)
         assert result.returncode == 1
@@ -154,6 +154,8 @@ def test_cli_resume_with_a_changed_seed_or_fraction_exits_1_and_changes_nothing(
         assert old in errors[0]
         assert "init_from=" in errors[0]
         assert digest(run_dir) == before
+        # Hydra's log file only gains the refused command's lines (Hydra opens it first)
+        assert (run_dir / "train.log").read_text().startswith(log)
 
 
 @pytest.mark.slow
