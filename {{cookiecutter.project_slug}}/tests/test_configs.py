@@ -24,6 +24,7 @@ def options() -> list[str]:
 
 def test_every_group_has_options() -> None:
     expected = {"callbacks", "data", "debug", "experiment", "logger", "model", "paths", "trainer"}
+    expected |= {"optimizer", "scheduler"}
     assert expected <= set(GROUPS)
     assert len(options()) >= 15
 
@@ -32,16 +33,20 @@ def test_every_group_has_options() -> None:
 def test_option_composes_and_builds(override: str, tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, [override])
     assert cfg.paths.output_dir == str(tmp_path)
-    digits = module("data").DigitsDataModule().info  # model configs are sized by the data
-    model = module("models.build").build_model(cfg.model, digits)
+    info = module("data").DigitsDataModule().info  # model configs are sized by the data
+    if (cfg.model.get("task") or {}).get("_target_", "").endswith(".Regression"):
+        info = module("data.info").DataInfo(input_shape=(10,), target_kind="value")
+    model = module("models.build").build_model(
+        cfg.model, info, optimizer=cfg.optimizer, scheduler=cfg.scheduler
+    )
     assert sum(p.numel() for p in model.parameters()) > 1000
     datamodule = instantiate(cfg.data)  # paths are checked at setup, so no files are needed
     assert datamodule.hparams.seed == cfg.seed
     if cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
         with pytest.raises(module("cli.errors").UserError, match="no CUDA device"):
-            module("runtime.run").build_trainer(cfg)
+            module("runtime.run").build_trainer(cfg, task=model.task)
         return
-    trainer = module("runtime.run").build_trainer(cfg)
+    trainer = module("runtime.run").build_trainer(cfg, task=model.task)
     configured = [c._target_.rsplit(".", 1)[1] for c in (cfg.get("callbacks") or {}).values() if c]
     built = {type(c).__name__ for c in trainer.callbacks}
     assert set(configured) <= built

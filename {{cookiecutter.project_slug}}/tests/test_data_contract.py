@@ -37,7 +37,6 @@ EPOCHS = 2
 BASE = [
     *QUICK,
     f"trainer.max_epochs={EPOCHS}",
-    f"model.scheduler.T_max={EPOCHS}",
     "callbacks.early_stopping=null",
     "callbacks.model_checkpoint.last_every_n_steps=1",
     "trainer.precision=32-true",
@@ -84,7 +83,7 @@ def contract(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     """Per data config: its fixture settings, and one uninterrupted 2-epoch run."""
     name = request.param
     root = tmp_path_factory.mktemp(f"contract_{name}")
-    settings = data_class(name).make_fixture(root)
+    settings = data_class(name).make_fixture(root, **fixture_kind(name))
     if settings is None:
         pytest.skip(
             f"configs/data/{name}.yaml: its data module defines no make_fixture(directory); "
@@ -104,6 +103,12 @@ def contract(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         "run_dir": run_dir,
         "metrics": metrics,
     }
+
+
+def fixture_kind(name: str) -> dict[str, str]:
+    """A data config for real-valued targets (``target_kind: value``) asks for such a fixture."""
+    cfg = compose_config(Path("/unused"), [f"data={name}"])
+    return {"target_kind": "value"} if cfg.data.get("target_kind") == "value" else {}
 
 
 def recording(run_dir: Path) -> list[str]:
@@ -174,6 +179,9 @@ def exported(contract: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_export_passes_parity_and_names_the_input(contract: dict, exported: dict) -> None:
     report = exported["report"]
     assert all(row["max_abs_diff"] < 1e-4 and row["classes_agree"] for row in report["parity"])
+    kind = torch.load(exported["ckpt"], weights_only=True)["data"]["info"]["target_kind"]
+    expected = ["values"] if kind == "value" else ["logits", "probabilities"]
+    assert [output["name"] for output in report["outputs"]] == expected
     datamodule = built_datamodule(contract)
     assert report["inputs"][0]["name"] == datamodule.input_name
     assert report["inputs"][0]["shape"][1:] == list(datamodule.info.input_shape)
@@ -207,6 +215,12 @@ def test_predict_from_raw_files_agrees_across_backends(
                 config_name="predict",
             )
             rows[backend] = predict.predict(cfg)
+        if datamodule.info.target_kind == "value":  # a regression predicts values
+            assert all(set(r) == {"input", "value"} for r in rows["model"]), path
+            np.testing.assert_allclose(
+                [r["value"] for r in rows["ckpt"]], [r["value"] for r in rows["model"]], atol=1e-3
+            )
+            continue
         assert [r["class"] for r in rows["ckpt"]] == [r["class"] for r in rows["model"]], path
         np.testing.assert_allclose(
             [r["probability"] for r in rows["ckpt"]],

@@ -268,6 +268,6 @@ def test_lost_node_stops_the_survivor_and_keeps_the_checkpoint(tmp_path: Path) -
     assert re.search(r"\[127\.0\.0\.1\]:\d+.*by peer|by peer \[127\.0\.0\.1\]:\d+", output), output
     assert "FAILED" in output
     checkpoint = module("checkpoints.io").load_checkpoint(last)
-    model = module("models").Classifier(**checkpoint["hyper_parameters"])
+    model = module("models").TaskModule(**checkpoint["hyper_parameters"])
     model.load_state_dict(checkpoint["state_dict"])
     assert checkpoint["epoch"] >= 0

@@ -68,7 +68,7 @@ def test_onnx_takes_raw_inputs_and_predicts_like_the_trained_model(
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
 
     checkpoint = torch.load(exported["ckpt"], weights_only=True)
-    model = module("models").Classifier(**checkpoint["hyper_parameters"])
+    model = module("models").TaskModule(**checkpoint["hyper_parameters"])
     model.load_state_dict(checkpoint["state_dict"])
     with torch.inference_mode():
         expected = model.eval()(test.inputs)  # the normalised inputs training used
@@ -103,7 +103,7 @@ def broken_checkpoint(path: Path, trained_ckpt: str, kind: str) -> Path:
         ("other_architecture", r"does not fit this model's architecture \(.*net\."),
         (
             "foreign",
-            r"cannot rebuild its model .*Classifier \(.*unexpected keyword argument 'width'",
+            r"cannot rebuild its model .*TaskModule \(.*unexpected keyword argument 'width'",
         ),
         ("undescribed", r"does not describe its data and model"),
     ],

@@ -387,11 +387,11 @@ def test_init_from_not_strict_trains_and_lists_the_keys_left_out(
 def test_non_finite_loss_stops_with_step_batch_and_hint(tmp_path: Path) -> None:
     cfg = compose_config(
         tmp_path,
-        [*QUICK, "model.optimizer.lr=1e30", "trainer.max_epochs=1"],
+        [*QUICK, "optimizer.lr=1e30", "trainer.max_epochs=1"],
     )
     with pytest.raises(
         UserError,
-        match=r"training loss is (nan|inf) at step \d+ \(epoch 0, batch \d+\); lower model\.",
+        match=r"training loss is (nan|inf) at step \d+ \(epoch 0, batch \d+\); lower optimizer\.",
     ):
         train.train(cfg)
 

@@ -180,7 +180,6 @@ RESUME = [
     "trainer=gpu",
     "trainer.deterministic=true",
     "trainer.max_epochs=3",
-    "model.scheduler.T_max=3",
     "callbacks.progress_bar=null",
     "callbacks.early_stopping=null",
     "callbacks.model_checkpoint.last_every_n_steps=10",

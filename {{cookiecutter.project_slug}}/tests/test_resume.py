@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from lightning import Callback, Trainer
+from lightning import Callback, LightningModule, Trainer
 
 from support import QUICK, compose_config, loss_logging, module, step_losses
 
@@ -17,11 +17,11 @@ train = module("train")
 
 STEPS_PER_EPOCH = 20  # 1258 train rows in batches of 64
 EPOCHS = 3
-# T_max is pinned so that a shorter first leg (max_epochs=1) keeps the same LR schedule.
+# Every leg has the same max_epochs, so the same lr plan (a shorter first leg would plan a
+# shorter schedule: see test_schedules.py for extending a run).
 BASE = [
     *QUICK,
     f"trainer.max_epochs={EPOCHS}",
-    f"model.scheduler.T_max={EPOCHS}",
     "callbacks.early_stopping=null",
     "callbacks.model_checkpoint.last_every_n_steps=10",
 ]
@@ -29,6 +29,17 @@ BASE = [
 
 class CrashError(Exception):
     """Stands in for a crash: raised after a given training step."""
+
+
+class StopAfterEpoch(Callback):
+    """Ends fit after ``epoch`` as a finished run would, its epoch-end last.ckpt written."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.current_epoch == self.epoch:
+            trainer.should_stop = True
 
 
 class CrashAfter(Callback):
@@ -86,7 +97,8 @@ def assert_same_run(resumed: Path, reference: Path) -> None:
 def test_resume_at_epoch_boundary_is_exact(
     workers: int, uninterrupted: dict[int, Path], tmp_path: Path
 ) -> None:
-    run(tmp_path, f"data.num_workers={workers}", "trainer.max_epochs=1")
+    stop = ["+callbacks.stop._target_=test_resume.StopAfterEpoch", "+callbacks.stop.epoch=0"]
+    run(tmp_path, f"data.num_workers={workers}", *stop)
     checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
     assert checkpoint["global_step"] == STEPS_PER_EPOCH
     run(tmp_path, f"data.num_workers={workers}", f"ckpt_path={tmp_path}/checkpoints/last.ckpt")

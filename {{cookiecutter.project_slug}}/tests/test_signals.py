@@ -41,7 +41,6 @@ from support import (
 EVERY = 5  # periodic checkpoint cadence, in steps
 ARGS = [
     *QUICK,
-    "model.scheduler.T_max=3",
     "callbacks.early_stopping=null",
     f"callbacks.model_checkpoint.last_every_n_steps={EVERY}",
 ]

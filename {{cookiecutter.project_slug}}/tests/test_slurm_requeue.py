@@ -21,7 +21,6 @@ JOB = "4242"
 ARGS = [
     "trainer=default",
     *QUICK,
-    "model.scheduler.T_max=3",
     "callbacks.early_stopping=null",
 ]
 FAKE_SRUN = '#!/usr/bin/env bash\nexec "$@"\n'

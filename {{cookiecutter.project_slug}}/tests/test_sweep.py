@@ -27,8 +27,8 @@ QUICK_LOSS = ["sweep.heartbeat_s=0.5", "sweep.stale_after_s=3"]
 # val/acc never exceeds 1, so every trial is pruned after its first epoch.
 PRUNE_ALL = ["~sweep.pruner", "+sweep.pruner={_target_:optuna.pruners.ThresholdPruner,lower:1.01}"]
 PARAMS = {
-    "model.optimizer.lr",
-    "model.optimizer.weight_decay",
+    "optimizer.lr",
+    "optimizer.weight_decay",
     "data.batch_size",
     "model.net.dropout",
 }
@@ -82,14 +82,14 @@ def running_trial(root: Path, timeout: float = 240) -> Any:
 def test_search_space_reads_hydra_ranges() -> None:
     space = module("sweeps.space")
     params = space.parse_space({
-        "model.optimizer.lr": "tag(log, interval(0.0003, 0.01))",
+        "optimizer.lr": "tag(log, interval(0.0003, 0.01))",
         "model.net.dropout": "interval(0.0, 0.3)",
         "trainer.max_epochs": "int(interval(5, 20))",
         "model.net.depth": "range(2, 6)",
         "data.batch_size": "choice(32, 64, 128)",
     })  # fmt: skip
     assert [(p.key, p.distribution) for p in params] == [
-        ("model.optimizer.lr", FloatDistribution(0.0003, 0.01, log=True)),
+        ("optimizer.lr", FloatDistribution(0.0003, 0.01, log=True)),
         ("model.net.dropout", FloatDistribution(0.0, 0.3)),
         ("trainer.max_epochs", IntDistribution(5, 20)),
         ("model.net.depth", IntDistribution(2, 5)),
@@ -108,7 +108,7 @@ def test_mistakes_stop_the_sweep_with_one_line_before_any_trial(tmp_path: Path) 
     sweep = module("sweep").sweep
     root = f"paths.root_dir={tmp_path}"
     cases = {
-        ("+sweep.params.model.optimizer.lrr='interval(0.1, 0.2)'",): r"key model\.optimizer\.lrr "
+        ("+sweep.params.optimizer.lrr='interval(0.1, 0.2)'",): r"key optimizer\.lrr "
         r"is not a key of the train config .*model\.optimizer\.lr",
         ("sweep.study=../x",): r"sweep\.study=\.\./x is not a plain name",
         ("sweep.n_trials=0",): r"sweep\.n_trials=0 must be a positive number",
@@ -167,7 +167,7 @@ def test_two_workers_share_one_study(tmp_path: Path) -> None:
         assert metrics["best"]["val/acc"] == pytest.approx(trial.value)
         config = yaml.safe_load((run_dir / "config.yaml").read_text())
         assert config["data"]["batch_size"] == trial.params["data.batch_size"]
-        assert config["model"]["optimizer"]["lr"] == trial.params["model.optimizer.lr"]
+        assert config["optimizer"]["lr"] == trial.params["optimizer.lr"]
 
     best = read_json(study_dir(tmp_path) / "best.json")
     assert best["best"]["trial"] == study.best_trial.number
@@ -175,13 +175,13 @@ def test_two_workers_share_one_study(tmp_path: Path) -> None:
     assert best["best"]["params"] == study.best_params
     assert set(best["best"]["params"]) == PARAMS
     assert best["trials"] == {"complete": 4, "pruned": 0, "fail": 0, "running": 0}
-    assert f"best trial {study.best_trial.number}: val/acc {study.best_value:.4f}\n" in output
-    lr = study.best_params["model.optimizer.lr"]
-    assert f"  model.optimizer.lr            {lr:.4g}\n" in output
+    assert f"best trial {study.best_trial.number}: monitor {study.best_value:.4f}\n" in output
+    lr = study.best_params["optimizer.lr"]
+    assert f"  optimizer.lr                  {lr:.4g}\n" in output
     # Only the sweep's lines: no colour codes, Optuna/alembic/Lightning chatter or progress bars.
     for noise in ("\x1b[", "[I ", "alembic", "Context impl", "A new study", "INFO", "Epoch "):
         assert noise not in output, noise
-    assert output.count("finished: val/acc") == 4
+    assert output.count("finished: monitor") == 4
 
 
 @pytest.mark.slow

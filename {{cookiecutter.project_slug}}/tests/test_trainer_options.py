@@ -14,17 +14,20 @@ from support import QUICK, compose_config, module, read_json
 precision = module("runtime.precision")
 run = module("runtime.run")
 UserError = module("cli.errors").UserError
-Classifier = module("models").Classifier
+TaskModule = module("models").TaskModule
 STEP_HOOKS = module("callbacks.step_hooks").STEP_HOOKS
+DIGITS_TASK = module("models").Classification(num_classes=10)
 
 # One plain-SGD step of a dropout-free MLP in fp32: updates follow the gradient exactly.
 ONE_SGD_STEP = [
     *QUICK,
     "model=mlp",
     "model.net.dropout=0",
-    "model.optimizer._target_=torch.optim.SGD",
-    "model.optimizer.weight_decay=0",
-    "model.scheduler=null",
+    "optimizer=sgd",
+    "optimizer.momentum=0",
+    "optimizer.nesterov=false",
+    "optimizer.weight_decay=0",
+    "scheduler=none",
     "trainer.precision=32-true",
     "trainer.max_epochs=1",
     "+trainer.limit_val_batches=0",
@@ -68,7 +71,7 @@ def test_named_precisions_pass_through(requested: Any, resolved: str) -> None:
 def test_bad_precision_is_refused_before_training(tmp_path: Path, value: str, message: str) -> None:
     cfg = compose_config(tmp_path, [*QUICK, f"trainer.precision={value}"])
     with pytest.raises(UserError, match=message):
-        run.build_trainer(cfg)
+        run.build_trainer(cfg, task=DIGITS_TASK)
 
 
 def test_run_records_the_precision_auto_chose(trained: dict[str, Any]) -> None:
@@ -97,7 +100,7 @@ def fit(tmp_path: Path, *overrides: str) -> tuple[LightningModule, dict[str, tor
     run.prepare_run(cfg)
     datamodule, model, _ = run.build_parts(cfg)
     initial = {name: p.detach().clone() for name, p in model.named_parameters()}
-    trainer = run.build_trainer(cfg)
+    trainer = run.build_trainer(cfg, task=model.task)
     trainer.fit(model, datamodule=datamodule)
     model.fitted_steps = trainer.global_step
     return model, initial
@@ -119,7 +122,7 @@ def test_two_accumulated_half_batches_step_like_one_full_batch(tmp_path: Path) -
 def test_clipping_bounds_the_gradient_norm_of_a_step(tmp_path: Path) -> None:
     clip = 0.01
     model, initial = fit(
-        tmp_path, "model.optimizer.lr=1.0", f"trainer.gradient_clip_val={clip}",
+        tmp_path, "optimizer.lr=1.0", f"trainer.gradient_clip_val={clip}",
         "+trainer.limit_train_batches=1",
     )  # fmt: skip
     step = [p.detach() - initial[name] for name, p in model.named_parameters()]
@@ -141,7 +144,7 @@ def test_compile_trains_and_its_checkpoint_loads_uncompiled(tmp_path: Path) -> N
     checkpoint = module("checkpoints.io").load_checkpoint(metrics["best_checkpoint"])
     assert not any("_orig_mod" in key for key in checkpoint["state_dict"])
     assert "compile" not in checkpoint["hyper_parameters"]  # how it ran, not what it is
-    model = Classifier(**checkpoint["hyper_parameters"])  # not compiled
+    model = TaskModule(**checkpoint["hyper_parameters"])  # not compiled
     model.load_state_dict(checkpoint["state_dict"])  # strict: every key matches
     # eval rebuilds the model from the checkpoint alone, uncompiled, and scores the same.
     overrides = [
@@ -154,7 +157,8 @@ def test_compile_trains_and_its_checkpoint_loads_uncompiled(tmp_path: Path) -> N
 
 
 def test_callbacks_are_called_only_on_the_step_hooks_they_implement(tmp_path: Path) -> None:
-    trainer = run.build_trainer(compose_config(tmp_path, QUICK), enable_progress_bar=False)
+    cfg = compose_config(tmp_path, QUICK)
+    trainer = run.build_trainer(cfg, task=DIGITS_TASK, enable_progress_bar=False)
     called = {
         type(callback).__name__: [hook for hook in STEP_HOOKS if callable(getattr(callback, hook))]
         for callback in trainer.callbacks
@@ -171,4 +175,4 @@ def test_callbacks_are_called_only_on_the_step_hooks_they_implement(tmp_path: Pa
 def test_negative_step_checkpoint_interval_is_refused(tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, [*QUICK, "callbacks.model_checkpoint.last_every_n_steps=-1"])
     with pytest.raises(UserError, match=r"last_every_n_steps=-1 must be >= 0 \(0 writes"):
-        run.build_trainer(cfg)
+        run.build_trainer(cfg, task=DIGITS_TASK)

@@ -41,7 +41,7 @@ from .cli.errors import UserError
 from .models.build import build_model
 from .reporting.summary import peak_memory_mb
 from .runtime.files import write_json
-from .runtime.run import build_parts, prepare_run
+from .runtime.run import build_parts, model_for, prepare_run
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
 
     def fresh_model() -> LightningModule:
         """A new model with the same initial weights, so every run starts alike."""
-        built = build_model(cfg.model, info)
+        built = model_for(cfg, datamodule, info)
         built.load_state_dict(initial)
         return built
 

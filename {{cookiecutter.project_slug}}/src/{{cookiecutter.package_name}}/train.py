@@ -3,7 +3,8 @@
 python -m <package>.train                       # defaults from configs/train.yaml
 python -m <package>.train model=mlp trainer.max_epochs=5 seed=1
 python -m <package>.train ckpt_path=last        # resume the newest run of this task
-python -m <package>.train init_from=path/to.ckpt model.optimizer.lr=0.0003   # fine-tune
+python -m <package>.train ckpt_path=last trainer.max_epochs=25   # train 10 more epochs
+python -m <package>.train init_from=path/to.ckpt optimizer.lr=0.0003   # fine-tune
 """
 
 import logging
@@ -19,13 +20,15 @@ from omegaconf import DictConfig
 from .callbacks.confusion import TestConfusionMatrix
 from .callbacks.history import MetricHistory
 from .checkpoints.card import DescribeCheckpoint
-from .checkpoints.io import load_checkpoint, load_weights
+from .checkpoints.io import hand_over, load_checkpoint, load_weights
 from .checkpoints.resume import resume_path
+from .checkpoints.run_settings import command_line_overrides, keep_run_settings
 from .cli.console import log_config
 from .cli.entry import command
 from .cli.errors import UserError
 from .cli.hints import explain_failures
 from .data.adapters import warn_if_plain
+from .models.tasks import Task
 from .reporting.plots import write_plots
 from .reporting.summary import objective, summarize, summary_table
 from .runtime.files import write_json
@@ -36,13 +39,21 @@ from .runtime.slurm import arm_requeue, requeue_if_asked
 log = logging.getLogger(__name__)
 
 
-def train(cfg: DictConfig, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+def train(
+    cfg: DictConfig, overrides: Sequence[str] | None = None, callbacks: Sequence[Callback] = ()
+) -> dict[str, Any]:
     """Fit, test the best checkpoint, write ``metrics.json``; return what it holds.
 
-    ``callbacks`` join the configured ones (a sweep adds its pruning callback).
+    Args:
+        overrides: the settings given explicitly (a resumed run refuses those that would
+            change its data split); by default the command line's.
+        callbacks: join the configured ones (a sweep adds its pruning callback).
     """
     started = time.perf_counter()
     ckpt_path, resumed, init_from = starting_point(cfg)  # checked before anything is written
+    if resumed is not None:
+        explicit = command_line_overrides() if overrides is None else overrides
+        keep_run_settings(cfg, resumed, explicit, str(ckpt_path))
     seed_everything(cfg.seed, workers=True)  # the model's initial weights depend on it
     datamodule, model, info = build_parts(cfg)
     if resumed is not None:  # the weights must fit; fit restores these same ones
@@ -55,12 +66,16 @@ def train(cfg: DictConfig, callbacks: Sequence[Callback] = ()) -> dict[str, Any]
     history = MetricHistory()
     extra = [history, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
     confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
+    task: Task = model.task
     trainer = build_trainer(
         cfg,
         callbacks=extra + ([confusion] if confusion else []),
         resumed=resumed,
+        task=task,
         use_distributed_sampler=distributed_sampler(datamodule),
     )
+    if resumed is not None:  # fit reads the checkpoint loaded above, not the file again
+        hand_over(trainer, ckpt_path, resumed)
 
     fit_started = time.perf_counter()
     arm_requeue()  # SLURM: near the time limit, stop as on SIGTERM, then requeue
@@ -89,12 +104,11 @@ def train(cfg: DictConfig, callbacks: Sequence[Callback] = ()) -> dict[str, Any]
         "world_size": trainer.world_size,
         "run_dir": str(run_dir),
     }
-    monitor = getattr(checkpoint, "monitor", None) or "val/acc"
-    mode = getattr(checkpoint, "mode", "max")
     wall_seconds = time.perf_counter() - started
-    metrics |= summarize(epochs, trainer.global_step, fit_seconds, wall_seconds, monitor, mode)
+    steps = trainer.global_step
+    metrics |= summarize(epochs, steps, fit_seconds, wall_seconds, task.monitor, task.mode)
     if trainer.is_global_zero:
-        write_plots(run_dir / "plots", epochs, confusion.matrix if confusion else None)
+        write_plots(run_dir / "plots", epochs, task, confusion.matrix if confusion else None)
         write_json(run_dir / "metrics.json", metrics)
         report(run_dir, metrics)
     return metrics
@@ -141,7 +155,10 @@ def report(run_dir: Path, metrics: dict[str, Any]) -> None:
 
 
 def train_and_score(cfg: DictConfig) -> float | None:
-    """Train; return ``cfg.optimized_metric`` (if set) for a sweeper such as Optuna."""
+    """Train; return ``cfg.optimized_metric`` (if set) for a sweeper such as Optuna.
+
+    ``optimized_metric=monitor`` is the task's monitored metric, signed so larger is better.
+    """
     metrics = train(cfg)
     name = cfg.get("optimized_metric")
     return objective(metrics, name) if name else None

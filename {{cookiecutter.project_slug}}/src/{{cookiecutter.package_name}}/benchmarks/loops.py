@@ -17,7 +17,6 @@ from lightning import Callback, LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig
 from torch import Tensor
-from torch.nn import functional as F  # noqa: N812
 
 from ..callbacks.confusion import TestConfusionMatrix
 from ..callbacks.history import MetricHistory
@@ -106,12 +105,13 @@ def lightning_loop(
         cfg.callbacks, cfg.logger = None, None
         trainer_overrides["enable_checkpointing"] = False
     else:
-        classes = model.hparams.get("num_classes")
+        classes = getattr(getattr(model, "task", None), "num_classes", None)
         callbacks = [MetricHistory(), timer]
         callbacks += [TestConfusionMatrix(classes)] if classes else []
     trainer = build_trainer(
         cfg,
         callbacks=callbacks,
+        task=getattr(model, "task", None),
         max_steps=warmup + steps,
         max_epochs=-1,
         check_val_every_n_epoch=NEVER,
@@ -191,10 +191,11 @@ def plain_loop(
     """Seconds for ``steps`` steps of a hand-written loop; the fastest a loop gets.
 
     Shuffled batches are sliced from tensors already on the model's device: no DataLoader,
-    no hooks, no logging. The optimizer is the model's own (``configure_optimizers``).
+    no hooks, no logging. The optimizer and loss are the model's own (no lr schedule).
     """
     device = inputs.device
-    optimizer = model.configure_optimizers()["optimizer"]
+    optimizer = model.build_optimizer()
+    loss_of = model.task.loss
     autocast = autocast_for(precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
     net = model.net.train()
@@ -204,7 +205,7 @@ def plain_loop(
         order = torch.randperm(len(inputs), device=device)
         for index in order.split(batch_size):
             with autocast:
-                loss = F.cross_entropy(net(inputs[index]), targets[index])
+                loss = loss_of(net(inputs[index]), targets[index])
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
             scaler.step(optimizer)

@@ -90,10 +90,9 @@ def _run_stages(overrides: list[str]) -> None:
     from lightning import Callback
 
     from ..data.adapters import data_info
-    from ..models.build import build_model
     from ..runtime.config import config_dir
     from ..runtime.files import write_json
-    from ..runtime.run import build_trainer, prepare_run
+    from ..runtime.run import build_trainer, model_for, prepare_run
 
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -118,11 +117,11 @@ def _run_stages(overrides: list[str]) -> None:
     prepare_run(cfg)
     stamp("config")
     datamodule = instantiate(cfg.data)
-    info = data_info(datamodule, cfg.model.get("num_classes"))
+    info = data_info(datamodule)
     stamp("data_setup")
-    model = build_model(cfg.model, info)
+    model = model_for(cfg, datamodule, info)
     stamp("model_build")
-    trainer = build_trainer(cfg, callbacks=[FirstStep()])
+    trainer = build_trainer(cfg, callbacks=[FirstStep()], task=model.task)
     with contextlib.suppress(StopTimingError):
         trainer.fit(model, datamodule=datamodule)
     write_json(Path(cfg.paths.output_dir) / "stamps.json", {"wall": wall, "cpu": cpu})

@@ -20,5 +20,5 @@ class FiniteLoss(Callback):
             raise UserError(
                 f"training loss is {loss.item()} at step {trainer.global_step} (epoch "
                 f"{trainer.current_epoch}, batch {trainer.fit_loop.epoch_loop.batch_idx}); "
-                "lower model.optimizer.lr, or check the data for NaN/Inf and extreme values"
+                "lower optimizer.lr, or check the data for NaN/Inf and extreme values"
             )

@@ -8,11 +8,13 @@ from typing import Any
 
 from lightning import Callback, LightningModule, Trainer
 
+from ..models.tasks import TRAIN, VAL
+
 Row = dict[str, float]
 
 
 class MetricHistory(Callback):
-    """One row per epoch: ``{"epoch": 0, "lr": 0.003, "train/loss": ..., "val/acc": ...}``.
+    """One row per epoch: ``{"epoch": 0, "lr": 0.003, <every train/ and val/ metric>}``.
 
     ``lr`` is the learning rate the epoch trained with. The metrics are read when the
     epoch is over: when the next one starts, training ends, or a checkpoint is saved at
@@ -59,7 +61,8 @@ class MetricHistory(Callback):
         row = dict(self._open or {})
         for name, value in trainer.callback_metrics.items():
             # val/* from an earlier epoch is stale when validation skipped this one.
-            if name.startswith("train/") or (name.startswith("val/") and self._validated):
+            stage = name.split("/", 1)[0]
+            if stage == TRAIN or (stage == VAL and self._validated):
                 row[name] = float(value)
         return row
 

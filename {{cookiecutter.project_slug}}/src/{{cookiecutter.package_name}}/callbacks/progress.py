@@ -16,11 +16,13 @@ from lightning.pytorch.callbacks import ProgressBar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..models.tasks import LOSS, TRAIN, VAL
+
 log = logging.getLogger(__name__)
 
 
 class ProgressDisplay(ProgressBar):
-    """Loss, validation accuracy and steps/s while training, on global rank 0 only.
+    """Loss, the task's monitored metric and steps/s while training, on global rank 0 only.
 
     Args:
         refresh_every: read the loss and redraw every this many steps.
@@ -54,6 +56,7 @@ class ProgressDisplay(ProgressBar):
         self._val_start = 0.0
         self._last_line = 0.0
         self._last_loss = float("nan")
+        self._shown: tuple[str, ...] = ()  # the task's validation loss and monitored metric
 
     # Lightning turns the bar off on ranks other than 0 through these two.
     def disable(self) -> None:
@@ -67,6 +70,9 @@ class ProgressDisplay(ProgressBar):
         return self._enabled
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        task = getattr(pl_module, "task", None)
+        if task is not None:
+            self._shown = (f"{VAL}/{LOSS}", task.monitor)
         if not self._enabled:
             return
         console = Console()
@@ -145,8 +151,8 @@ class ProgressDisplay(ProgressBar):
         seconds = time.perf_counter() - self._epoch_start - self._val_seconds
         self._read_losses()
         metrics = trainer.callback_metrics
-        parts = [f"loss {self._metric(metrics, 'train/loss', self._last_loss):.4f}"]
-        for name in ("val/loss", "val/acc"):
+        parts = [f"loss {self._metric(metrics, f'{TRAIN}/{LOSS}', self._last_loss):.4f}"]
+        for name in self._shown:
             if name in metrics:
                 parts.append(f"{name.replace('/', '_')} {self._metric(metrics, name):.4f}")
         parts.append(f"{self._epoch_steps / max(seconds, 1e-9):,.0f} steps/s")
@@ -173,14 +179,16 @@ class ProgressDisplay(ProgressBar):
         self._rerouted = []
 
     def _window(self, trainer: Trainer) -> str:
-        """Loss and speed since the last refresh, last epoch's val accuracy; syncs once."""
+        """Loss and speed since the last refresh, last epoch's monitored metric; syncs once."""
         self._read_losses()
         now = time.perf_counter()
         rate = self._window_steps / max(now - self._window_start, 1e-9)
         self._window_start, self._window_steps = now, 0
         text = f"loss {self._last_loss:.4f}"
-        if "val/acc" in trainer.callback_metrics:
-            text += f"  val_acc {self._metric(trainer.callback_metrics, 'val/acc'):.4f}"
+        monitor = self._shown[-1] if self._shown else None
+        if monitor in trainer.callback_metrics:
+            value = self._metric(trainer.callback_metrics, monitor)
+            text += f"  {monitor.replace('/', '_')} {value:.4f}"
         return f"{text}  {rate:,.0f} steps/s"
 
     def _fold_losses(self) -> None:

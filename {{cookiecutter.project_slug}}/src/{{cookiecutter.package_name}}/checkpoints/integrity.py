@@ -69,7 +69,7 @@ def check_finite(state_dict: Mapping[str, Any], path: str | Path) -> None:
     raise UserError(
         f"checkpoint '{path}': weight '{bad[0]}' holds NaN/Inf ({count} of {values.numel()} "
         f"values{others}); the run that wrote it diverged: use a checkpoint from before that "
-        "(an earlier epoch_*.ckpt), or retrain with a lower model.optimizer.lr"
+        "(an earlier epoch_*.ckpt), or retrain with a lower optimizer.lr"
     )
 
 

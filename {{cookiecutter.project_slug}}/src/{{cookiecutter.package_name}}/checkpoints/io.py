@@ -173,8 +173,17 @@ class SafeCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint reads and writes, through ``load_checkpoint``/``save_checkpoint``.
 
     Writes are atomic (temporary file, then rename: a run killed mid-write leaves the
-    previous file of that name intact) and carry the content checksum.
+    previous file of that name intact) and carry the content checksum. A checkpoint the
+    run already loaded (and verified) is handed over once instead of read again.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._handed: dict[str, dict[str, Any]] = {}
+
+    def hand_over(self, path: str | Path, checkpoint: dict[str, Any]) -> None:
+        """The next load of ``path`` returns ``checkpoint`` without reading the file."""
+        self._handed[_key(path)] = checkpoint
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
@@ -186,7 +195,19 @@ class SafeCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(
         self, path: Any, map_location: Any = None, weights_only: bool | None = None
     ) -> dict[str, Any]:
-        return load_checkpoint(path)
+        handed = self._handed.pop(_key(path), None)
+        return handed if handed is not None else load_checkpoint(path)
+
+
+def _key(path: str | Path) -> str:
+    return str(Path(path).resolve())
+
+
+def hand_over(trainer: Any, path: str | Path, checkpoint: dict[str, Any]) -> None:
+    """Let ``trainer.fit(ckpt_path=path)`` use the already loaded ``checkpoint``."""
+    checkpoint_io = getattr(trainer.strategy, "checkpoint_io", None)
+    if isinstance(checkpoint_io, SafeCheckpointIO):
+        checkpoint_io.hand_over(path, checkpoint)
 
 
 def _describe(missing: list[str], unexpected: list[str], mismatched: list[str]) -> str:

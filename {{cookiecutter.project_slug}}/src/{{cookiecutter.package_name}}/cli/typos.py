@@ -11,6 +11,24 @@ from omegaconf import OmegaConf
 
 _ABSENT = object()
 
+# Keys that moved: old prefix -> (new prefix, or None where the key is gone; why)
+MOVED = {
+    "model.optimizer": ("optimizer", "the optimizer is a config group: optimizer=adamw|adam|sgd"),
+    "model.scheduler.T_max": (None, "a schedule's length follows the run (trainer.max_epochs)"),
+    "model.scheduler": ("scheduler", "the lr schedule is a config group: scheduler=cosine|..."),
+    "model.num_classes": ("model.task.num_classes", "it follows the data; usually leave it out"),
+}
+
+
+def moved_key(key: str) -> str | None:
+    """A hint naming the new key of a key that moved, e.g. ``model.optimizer.lr``."""
+    for old, (new, why) in MOVED.items():
+        if key == old or key.startswith(f"{old}."):
+            if new is None:
+                return f"key '{key}' is gone: {why}"
+            return f"key '{key}' has moved to '{new}{key[len(old) :]}' ({why})"
+    return None
+
 
 def nearest_names(config_dir: Path, config_name: str, overrides: list[str]) -> list[str]:
     """One line per override that names no key or option, with the closest valid names."""
@@ -21,7 +39,9 @@ def nearest_names(config_dir: Path, config_name: str, overrides: list[str]) -> l
         key, equals, value = override.partition("=")
         if not equals or override.startswith(("-", "+", "~")) or key.startswith("hydra"):
             continue
-        if key in groups:
+        if hint := moved_key(key):
+            hints.append(hint)
+        elif key in groups:
             options = sorted(p.stem for p in (config_dir / key).glob("*.yaml"))
             if value in options or value == "null":
                 choices.append(override)

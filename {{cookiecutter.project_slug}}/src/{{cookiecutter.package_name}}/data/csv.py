@@ -91,15 +91,17 @@ class CsvDataModule(BaseDataModule):
         )
 
     @classmethod
-    def make_fixture(cls, directory: Path) -> dict[str, object]:
-        """A small 3-class table for the contract tests; returns the data overrides."""
+    def make_fixture(cls, directory: Path, target_kind: str = "class") -> dict[str, object]:
+        """A small table for the contract tests (3 classes, or a real-valued target for
+        ``target_kind="value"``); returns the data overrides."""
         generator = np.random.default_rng(0)
         path = directory / "table.csv"
         lines = ["a,b,c,label"]
         for row in range(120):
             label = row % 3
             a, b, c = generator.normal(loc=(label, -label, 0.5 * label), scale=0.5)
-            lines.append(f"{a:.4f},{b:.4f},{c:.4f},{'xyz'[label]}")
+            target = f"{a - 2 * b + c:.4f}" if target_kind == "value" else "xyz"[label]
+            lines.append(f"{a:.4f},{b:.4f},{c:.4f},{target}")
         path.write_text("\n".join(lines) + "\n")
         return {"path": str(path), "target": "label", "batch_size": 16}
 

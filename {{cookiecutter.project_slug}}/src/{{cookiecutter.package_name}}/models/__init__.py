@@ -1,4 +1,4 @@
-"""Networks (plain ``nn.Module``) and the LightningModule that trains them.
+"""Networks (plain ``nn.Module``), the tasks they learn and the LightningModule that trains them.
 
 Names are imported on first use, so ``models.onnx_runner`` loads without torch.
 """
@@ -6,7 +6,14 @@ Names are imported on first use, so ``models.onnx_runner`` loads without torch.
 from importlib import import_module
 from typing import Any
 
-EXPORTS = {"Classifier": ".classifier", "MLP": ".nets", "SmallCNN": ".nets"}
+EXPORTS = {
+    "Classification": ".tasks",
+    "MLP": ".nets",
+    "Regression": ".tasks",
+    "SmallCNN": ".nets",
+    "Task": ".tasks",
+    "TaskModule": ".task_module",
+}
 __all__ = sorted(EXPORTS)
 
 

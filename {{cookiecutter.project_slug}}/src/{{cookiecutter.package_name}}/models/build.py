@@ -1,9 +1,10 @@
 """Build the configured model for the data at hand: sizes from the data, checked before training.
 
-A model config names the net's own choices; the data gives its sizes. Every net argument
-the data decides (``input_shape``, ``num_outputs``) and the task's ``num_classes`` are
-filled in here, and a net that still does not fit (a fixed size of its own, a layer
-expecting other inputs) is refused before training, in one line naming both sizes.
+A model config names the net's own choices; the data gives its sizes and its task (class
+targets: a classification, real values: a regression, ``tasks.py``). Every net argument
+the data decides (``input_shape``, ``num_outputs``) and the task's sizes are filled in
+here, and a net that still does not fit (a fixed size of its own, a layer expecting other
+inputs) is refused before training, in one line naming both sizes.
 """
 
 import inspect
@@ -18,20 +19,78 @@ from torch import nn
 from ..cli.errors import UserError, first_line
 from ..data.info import DataInfo
 from ..runtime.config import to_plain
+from .tasks import TASKS, Task
 
 FROM_DATA = ("input_shape", "num_outputs")
 
 
-def build_model(model_cfg: Any, info: DataInfo, *, compile: bool = False) -> LightningModule:
-    """The LightningModule of ``model_cfg`` sized for ``info``'s data."""
+def build_model(
+    model_cfg: Any,
+    info: DataInfo,
+    *,
+    optimizer: Any = None,
+    scheduler: Any = None,
+    target_stats: dict[str, float] | None = None,
+    compile: bool = False,
+) -> LightningModule:
+    """The LightningModule of ``model_cfg`` sized for ``info``'s data, learning its task.
+
+    Args:
+        optimizer, scheduler: the ``optimizer`` and ``scheduler`` groups' configs.
+        target_stats: the train split's target mean and std (a regression's scale).
+    """
     node: dict[str, Any] = to_plain(model_cfg)
+    refuse_moved_keys(node)
     node["net"] = sized_net(node["net"], info)
     model_class = get_class(node["_target_"])
-    if "num_classes" in inspect.signature(model_class).parameters:
-        node["num_classes"] = task_classes(node.get("num_classes"), info)
+    accepts = inspect.signature(model_class).parameters
+    if "task" in accepts:
+        node["task"] = task_for(node.get("task"), info, target_stats or {})
+    for name, value in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if name in accepts and value is not None:
+            node[name] = to_plain(value)
     check_net_fits(node["net"], info)
     extra = {"compile": compile} if compile else {}
     return instantiate(node, _recursive_=False, **extra)
+
+
+def refuse_moved_keys(node: dict[str, Any]) -> None:
+    """A model config from before the optimizer and scheduler groups: name the new keys."""
+    for name in ("optimizer", "scheduler", "num_classes"):
+        if name in node:
+            where = "model.task.num_classes" if name == "num_classes" else f"the {name} group"
+            raise UserError(
+                f"model.{name} has moved to {where}; remove it from the model config and set "
+                f"e.g. {'optimizer.lr=0.001' if name == 'optimizer' else name + '=...'} instead "
+                "(see README: 'Optimizer and schedule')"
+            )
+
+
+def task_for(
+    given: dict[str, Any] | None, info: DataInfo, target_stats: dict[str, float]
+) -> dict[str, Any]:
+    """The task config: the data's kind of target decides it unless the model config names one.
+
+    A classification gets the data's number of classes, a regression the train split's
+    target scale; a task that does not fit the data's targets is refused.
+    """
+    default = f"{Task.__module__}.{TASKS[info.target_kind].__qualname__}"
+    task = {"_target_": default, **(given or {})}
+    task_class = get_class(task["_target_"])
+    kind = getattr(task_class, "target_kind", None)
+    if kind is not None and kind != info.target_kind:
+        what = (
+            "real-valued targets (a regression)" if info.target_kind == "value" else "class targets"
+        )
+        raise UserError(
+            f"model.task is {task_class.__name__}, but the data has {what}; leave model.task "
+            "unset (it follows the data), or set data.target_kind to match"
+        )
+    if kind == "class":
+        task["num_classes"] = task_classes(task.get("num_classes"), info)
+    elif kind == "value":
+        task = {**task, **target_stats}
+    return task
 
 
 def sized_net(net: dict[str, Any], info: DataInfo) -> dict[str, Any]:
@@ -58,17 +117,12 @@ def as_list(value: Any) -> list[Any]:
 
 def task_classes(given: int | None, info: DataInfo) -> int:
     """The number of classes the task scores: the data's; a different configured one is refused."""
-    if info.target_kind != "class":
-        raise UserError(
-            "the data has a real-valued target (a regression), but the model is a classifier; "
-            "use a regression model, or data.target_kind=class if the values are classes"
-        )
     assert info.num_classes is not None
     if given is not None and given != info.num_classes:
         names = ", ".join(info.class_names[:10]) + (" ..." if info.num_classes > 10 else "")
         raise UserError(
-            f"model.num_classes={given} but the data has {info.num_classes} classes "
-            f"({names}); remove model.num_classes: it follows the data"
+            f"model.task.num_classes={given} but the data has {info.num_classes} classes "
+            f"({names}); remove model.task.num_classes: it follows the data"
         )
     return info.num_classes
 

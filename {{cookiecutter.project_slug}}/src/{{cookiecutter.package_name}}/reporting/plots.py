@@ -1,4 +1,4 @@
-"""PNG plots of a run: loss, accuracy and learning rate per epoch; the confusion matrix.
+"""PNG plots of a run: the task's metrics and the learning rate per epoch; the confusion matrix.
 
 Figures are drawn with matplotlib's object API on the Agg canvas: no display is needed
 and no global pyplot state is touched.
@@ -10,24 +10,30 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from ..models.tasks import Task
 from ..runtime.files import write_atomic
 
 Row = dict[str, float]
 
-# file name -> (title, y label, the metrics drawn as one line each)
-CURVES = {
-    "loss.png": ("Loss", "cross-entropy", ("train/loss", "val/loss")),
-    "accuracy.png": ("Accuracy", "accuracy", ("train/acc", "val/acc")),
-    "learning_rate.png": ("Learning rate", "learning rate", ("lr",)),
-}
+Curve = tuple[str, str, tuple[str, ...]]  # title, y label, the metrics drawn as one line each
+LEARNING_RATE: dict[str, Curve] = {"learning_rate.png": ("Learning rate", "learning rate", ("lr",))}
+
+
+def task_curves(task: Task) -> dict[str, Curve]:
+    """File name -> curve for each of the task's plots (e.g. ``loss.png``, ``accuracy.png``)."""
+    curves = {
+        f"{stem}.png": (stem.replace("_", " ").capitalize(), label, metrics)
+        for stem, (label, metrics) in task.plots().items()
+    }
+    return curves | LEARNING_RATE
 
 
 def write_plots(
-    plot_dir: Path, history: Sequence[Row], confusion: Tensor | None = None
+    plot_dir: Path, history: Sequence[Row], task: Task, confusion: Tensor | None = None
 ) -> list[Path]:
-    """Write every plot the data allows; return the files written."""
+    """Write every plot of ``task`` the history allows; return the files written."""
     written = []
-    for name, (title, ylabel, metrics) in CURVES.items():
+    for name, (title, ylabel, metrics) in task_curves(task).items():
         if any(metric in row for row in history for metric in metrics):
             figure = curve_figure(history, title, ylabel, metrics)
             written.append(save(figure, plot_dir / name))

@@ -11,11 +11,12 @@ from rich.table import Table
 
 from ..cli.console import as_text
 from ..cli.errors import UserError
+from ..models.tasks import STAGES
 
 Row = dict[str, float]
 
 
-def best_row(history: list[Row], monitor: str = "val/acc", mode: str = "max") -> Row | None:
+def best_row(history: list[Row], monitor: str, mode: str) -> Row | None:
     """The epoch whose ``monitor`` value is best (the first one on ties)."""
     scored = [row for row in history if monitor in row]
     if not scored:
@@ -40,12 +41,13 @@ def summarize(
     steps: int,
     fit_seconds: float,
     wall_seconds: float,
-    monitor: str = "val/acc",
-    mode: str = "max",
+    monitor: str,
+    mode: str,
 ) -> dict[str, Any]:
     """What metrics.json adds to the test results: best and final epoch, speed, memory."""
     return {
         "monitor": monitor,
+        "mode": mode,
         "best": best_row(history, monitor, mode),
         "final": history[-1] if history else None,
         "wall_seconds": round(wall_seconds, 3),
@@ -54,13 +56,25 @@ def summarize(
     }
 
 
+MONITOR = "monitor"  # optimized_metric=monitor: the task's monitored metric
+
+
 def objective(metrics: dict[str, Any], name: str) -> float:
-    """The value a sweep optimises: ``name`` at the best epoch, else among the test results."""
+    """The value a sweep optimises: ``name`` at the best epoch, else among the test results.
+
+    ``monitor`` is the monitored metric at the best epoch, negated when smaller is better,
+    so a sweep maximising it works for every task.
+    """
+    if name == MONITOR:
+        value = objective(metrics, metrics[MONITOR])
+        return value if metrics.get("mode", "max") == "max" else -value
     for section in ("best", "test"):
         if name in (metrics.get(section) or {}):
             return float(metrics[section][name])
     known = sorted({*(metrics.get("best") or {}), *metrics["test"]} - {"epoch"})
-    raise UserError(f"optimized_metric={name} is not a logged metric; use one of {known}")
+    raise UserError(
+        f"optimized_metric={name} is not a logged metric; use {MONITOR} or one of {known}"
+    )
 
 
 def summary_table(metrics: dict[str, Any], run_dir: Path) -> str:
@@ -95,8 +109,9 @@ def summary_table(metrics: dict[str, Any], run_dir: Path) -> str:
 
 
 def _metric_order(name: str) -> tuple[int, str]:
-    stages = ("lr", "train/", "val/")
-    return next((i for i, stage in enumerate(stages) if name.startswith(stage)), 3), name
+    order = ("lr", *STAGES)
+    first = name.split("/", 1)[0]
+    return (order.index(first) if first in order else len(order)), name
 
 
 def _number(value: float | None, spec: str = ".4f") -> str:

@@ -16,6 +16,7 @@ from ..cli.errors import UserError
 from ..data.adapters import data_info, is_contract
 from ..data.info import DataInfo
 from ..models.build import build_model
+from ..models.tasks import Task, target_statistics
 from .config import instantiate_each, save_config, to_plain
 from .precision import resolve_precision
 from .slurm import cluster_plugins
@@ -33,6 +34,7 @@ def build_trainer(
     cfg: DictConfig,
     callbacks: list[Callback] | None = None,
     resumed: dict[str, Any] | None = None,
+    task: Task | None = None,
     **overrides: Any,
 ) -> Trainer:
     """The Trainer from ``cfg.trainer`` with the configured callbacks and logger.
@@ -43,6 +45,8 @@ def build_trainer(
     passed: the project's data modules shard their own batches (a plain data module needs
     it on, see ``distributed_sampler``). ``resumed``, the content of the checkpoint a run
     resumes from, makes W&B and MLflow continue its runs (see ``callbacks/logger_runs.py``).
+    Callbacks configured with ``monitor: null`` and ``mode: null`` (checkpoint selection,
+    early stopping) follow ``task``'s monitored metric.
     """
     if cfg.trainer.get("accelerator") in ("gpu", "cuda") and not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
@@ -51,9 +55,12 @@ def build_trainer(
             f"(torch {torch.__version__} is {build}); use trainer=cpu, or install a CUDA "
             "build of torch (see README: 'CUDA or CPU torch')"
         )
-    built: list[Callback] = instantiate_each(cfg.get("callbacks"))
-    loggers: list[Logger] = instantiate_each(continue_logger_runs(cfg.get("logger"), resumed))
     precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    callback_cfgs = cfg.get("callbacks")
+    if task is not None and callback_cfgs:
+        callback_cfgs = following_task(callback_cfgs, task)
+    built: list[Callback] = instantiate_each(callback_cfgs)
+    loggers: list[Logger] = instantiate_each(continue_logger_runs(cfg.get("logger"), resumed))
     trainer: Trainer = instantiate(
         cfg.trainer,
         callbacks=built + (callbacks or []) + [LoggerRuns()],
@@ -70,9 +77,36 @@ def build_trainer(
 def build_parts(cfg: DictConfig) -> tuple[LightningDataModule, LightningModule, DataInfo]:
     """The data module (set up), the model sized for its data, and the data's metadata."""
     datamodule = instantiate(cfg.data)
-    info = data_info(datamodule, cfg.model.get("num_classes"))
-    model = build_model(cfg.model, info, compile=cfg.get("compile", False))
-    return datamodule, model, info
+    info = data_info(datamodule, OmegaConf.select(cfg, "model.task.num_classes"))
+    return datamodule, model_for(cfg, datamodule, info), info
+
+
+def model_for(cfg: DictConfig, datamodule: LightningDataModule, info: DataInfo) -> LightningModule:
+    """The model of ``cfg`` (model, optimizer and scheduler groups) for this data."""
+    stats = None
+    if info.target_kind == "value" and is_contract(datamodule):
+        stats = target_statistics(datamodule.targets("train"))
+    return build_model(
+        cfg.model,
+        info,
+        optimizer=cfg.get("optimizer"),
+        scheduler=cfg.get("scheduler"),
+        target_stats=stats,
+        compile=cfg.get("compile", False),
+    )
+
+
+def following_task(callbacks: Any, task: Task) -> dict[str, Any]:
+    """``callbacks`` with every ``monitor: null, mode: null`` pair set to the task's metric."""
+    filled: dict[str, Any] = dict(to_plain(callbacks))
+    for name, node in filled.items():
+        if (
+            isinstance(node, dict)
+            and node.get("monitor", 0) is None
+            and node.get("mode", 0) is None
+        ):
+            filled[name] = {**node, "monitor": task.monitor, "mode": task.mode}
+    return filled
 
 
 def data_overrides(cfg: DictConfig) -> dict[str, Any]:
@@ -92,5 +126,5 @@ def distributed_sampler(datamodule: LightningDataModule) -> bool:
 
 
 def as_floats(metrics: dict[str, Any]) -> dict[str, float]:
-    """Logged metrics as plain floats, e.g. ``{"test/acc": 0.97}``."""
+    """Logged metrics (name -> tensor or number) as plain floats."""
     return {name: float(value) for name, value in metrics.items()}

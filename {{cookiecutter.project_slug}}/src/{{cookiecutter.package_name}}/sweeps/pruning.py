@@ -3,6 +3,8 @@
 from lightning import Callback, LightningModule, Trainer
 from optuna.trial import Trial
 
+from ..reporting.summary import MONITOR
+
 
 class PruneBadTrials(Callback):
     """Report ``monitor`` to the Optuna trial after each epoch's validation; when the pruner
@@ -22,14 +24,18 @@ class PruneBadTrials(Callback):
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking or self.pruned_epoch is not None:
             return
-        value = trainer.callback_metrics.get(self.monitor)
+        name, sign = self.monitor, 1.0
+        if name == MONITOR:  # the task's monitored metric, signed so that larger is better
+            task = pl_module.task
+            name, sign = task.monitor, (1.0 if task.mode == "max" else -1.0)
+        value = trainer.callback_metrics.get(name)
         if value is None:  # e.g. a test/ metric: nothing to judge during training
             return
         epoch = trainer.current_epoch
         if epoch in self._reported:
             return  # validated twice in one epoch (val_check_interval < 1): the first counts
         self._reported.add(epoch)
-        self.trial.report(float(value), step=epoch)
+        self.trial.report(sign * float(value), step=epoch)
         if self.trial.should_prune() and not _last_epoch(trainer):
             self.pruned_epoch = epoch
             trainer.should_stop = True

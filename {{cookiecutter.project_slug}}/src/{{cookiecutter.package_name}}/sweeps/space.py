@@ -2,7 +2,7 @@
 
 Each entry maps an override path to a sweep in Hydra's override syntax:
 
-    model.optimizer.lr: tag(log, interval(0.0003, 0.01))   # float, log scale
+    optimizer.lr: tag(log, interval(0.0003, 0.01))   # float, log scale
     model.net.dropout: interval(0.0, 0.3)                   # float, uniform
     trainer.max_epochs: int(interval(5, 20))                # int, both ends included
     model.net.depth: range(2, 6)                            # int 2..5 (range excludes the end)

@@ -1,0 +1,112 @@
+"""A resumed run keeps the settings that fix its data split and its batch order.
+
+The checkpoint's data card holds the data module's settings (seed, split fractions, the
+data source, the batch size, ...). On ``ckpt_path=...`` they are taken from the checkpoint:
+
+- a setting whose config default differs (the YAML changed since) is taken from the
+  checkpoint, with an info line: a default is not a decision;
+- a setting given on the command line with another value is refused in one line naming
+  both values and how to start a new run from the checkpoint instead (``init_from=``).
+
+Only how the data is loaded (workers, evaluation batch size, folders) may change.
+"""
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from ..cli.errors import UserError
+from .card import DATA_KEY
+
+log = logging.getLogger(__name__)
+
+# Data settings that change how batches are loaded, not which rows or in which order.
+LOADING_ONLY = frozenset(
+    {"num_workers", "eval_batch_size", "data_dir", "pin_memory", "persistent_workers"}
+)
+
+
+def command_line_overrides() -> list[str]:
+    """The overrides typed on this run's command line; none outside a Hydra command."""
+    if not HydraConfig.initialized():
+        return []
+    return list(HydraConfig.get().overrides.task)
+
+
+def override_key(override: str) -> str:
+    """``+data.seed=3`` -> ``data.seed``; ``data=csv`` -> ``data``."""
+    return override.partition("=")[0].lstrip("+~")
+
+
+def keep_run_settings(
+    cfg: DictConfig, checkpoint: dict[str, Any], overrides: Sequence[str], source: str
+) -> None:
+    """Set ``cfg.data`` (and ``cfg.seed``) to the resumed checkpoint's own; refuse explicit changes.
+
+    Args:
+        cfg: the run's config, changed in place.
+        checkpoint: the loaded checkpoint being resumed.
+        overrides: the explicit overrides of this run (``command_line_overrides()`` in a
+            command; a test passes the list it composed with).
+        source: the checkpoint's path, for the messages.
+    """
+    card = checkpoint.get(DATA_KEY)
+    if not card or "data" not in cfg:
+        return
+    given = {override_key(override) for override in overrides}
+    stored_target, stored = card["_target_"], dict(card.get("args", {}))
+    current = OmegaConf.to_container(cfg.data, resolve=True)
+    if not same_class(current.get("_target_"), stored_target):
+        if "data" in given:
+            refuse("data", current.get("_target_"), stored_target, source, overrides)
+        log.info(
+            "data module %s from the checkpoint (config: %s)",
+            stored_target,
+            current.get("_target_"),
+        )
+        with open_dict(cfg):
+            cfg.data = {"_target_": stored_target, **stored}
+        keep_seed(cfg, stored)
+        return
+    for key, old in stored.items():
+        if key in LOADING_ONLY or current.get(key) == old:
+            continue
+        explicit = {f"data.{key}", "data"} | ({"seed"} if key == "seed" else set())
+        if given & explicit:
+            name = "seed" if key == "seed" and "seed" in given else f"data.{key}"
+            refuse(name, current.get(key), old, source, overrides)
+        log.info("data.%s=%s from the checkpoint (config default: %s)", key, old, current.get(key))
+    with open_dict(cfg):
+        for key, old in stored.items():
+            if key not in LOADING_ONLY:
+                cfg.data[key] = old
+    keep_seed(cfg, stored)
+
+
+def same_class(target: Any, other: str) -> bool:
+    """Whether two ``_target_`` strings name one class (``data.X`` is ``data.module.X``)."""
+    if target == other:
+        return True
+    try:
+        return get_class(str(target)) is get_class(other)
+    except Exception:  # a target that does not import is not the same
+        return False
+
+
+def keep_seed(cfg: DictConfig, stored: dict[str, Any]) -> None:
+    """The run's ``seed`` as its data was split with, so its config.yaml says what happened."""
+    if "seed" in stored and "seed" in cfg:
+        cfg.seed = stored["seed"]
+
+
+def refuse(name: str, new: Any, old: Any, source: str, overrides: Sequence[str]) -> None:
+    typed = next((o for o in overrides if override_key(o) == name), f"{name}={new}")
+    raise UserError(
+        f"{typed} but the checkpoint '{source}' was trained with {name}={old}: a resumed run "
+        f"keeps the settings that fix its data split and batch order; drop {typed} to resume, "
+        f"or start a new run from its weights with init_from={source} {typed}"
+    )

@@ -1,0 +1,265 @@
+"""What the model learns: a task names its loss, its metrics and the metric to monitor.
+
+This is the one place a metric name is spelled. Checkpoint selection, early stopping, the
+progress line, plots, the run summary, ``metrics.json`` and sweeps read them from the task
+the model owns (``model.task``). Metrics are logged as ``<stage>/<name>``: ``train/loss``,
+``val/acc``, ``test/rmse``.
+
+Add a metric: one :class:`Metric` in the task's ``metrics``, its torchmetrics object in
+``eval_metrics`` and its training-epoch value in the task's epoch statistics.
+Add a task: a subclass of :class:`Task`, and its ``target_kind`` in ``TASKS``.
+"""
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torchmetrics import MeanAbsoluteError, MeanSquaredError, R2Score
+from torchmetrics import Metric as TorchMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+from .epoch_stats import EpochStats
+
+TRAIN, VAL, TEST = "train", "val", "test"
+STAGES = (TRAIN, VAL, TEST)
+LOSS = "loss"
+GRAD_NORM = f"{TRAIN}/grad_norm"  # logged every log_every_n_steps steps, not per epoch
+MODES = ("max", "min")
+
+Reduce = Callable[[Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure the task reports each epoch, e.g. ``Metric("acc", "accuracy", "max")``.
+
+    Args:
+        name: logged as ``train/<name>``, ``val/<name>`` and ``test/<name>``.
+        label: what it is, in words (plot axis, progress line).
+        mode: ``max`` if larger is better, ``min`` if smaller is.
+        plot: the plot file (without ``.png``) that draws it; metrics sharing one are
+            drawn together.
+    """
+
+    name: str
+    label: str
+    mode: str
+    plot: str
+
+    def at(self, stage: str) -> str:
+        return f"{stage}/{self.name}"
+
+
+class Task(ABC):
+    """A learning task: loss, metrics, the monitored metric and how outputs become predictions.
+
+    A subclass sets ``target_kind`` (the :class:`~..data.info.DataInfo` kind it trains on),
+    ``metrics`` (the loss first) and ``monitored`` (the name of one of them); the monitored
+    metric is read on the validation split.
+    """
+
+    target_kind: str
+    metrics: tuple[Metric, ...]
+    monitored: str
+
+    @abstractmethod
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """The training loss of a batch: ``outputs`` (B, num_outputs), ``targets`` (B,)."""
+
+    @abstractmethod
+    def eval_metrics(self) -> dict[str, TorchMetric]:
+        """Fresh torchmetrics for validation or test, by metric name (the loss excluded)."""
+
+    @abstractmethod
+    def epoch_stats(self) -> "Stats":
+        """An accumulator of the training epoch's metrics, on the device."""
+
+    def predictions(self, outputs: Tensor) -> Tensor:
+        """What ``eval_metrics`` are updated with: the outputs by default."""
+        return outputs
+
+    @property
+    def monitor(self) -> str:
+        """The metric that picks the best checkpoint and stops early, e.g. ``val/acc``."""
+        return self.metric(self.monitored).at(VAL)
+
+    @property
+    def mode(self) -> str:
+        return self.metric(self.monitored).mode
+
+    def metric(self, name: str) -> Metric:
+        return next(metric for metric in self.metrics if metric.name == name)
+
+    def names(self, stage: str) -> list[str]:
+        """Every metric logged in ``stage``, e.g. ``["val/loss", "val/acc"]``."""
+        return [metric.at(stage) for metric in self.metrics]
+
+    def plots(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Plot file stem -> (y label, the train and val metrics it draws)."""
+        plots: dict[str, tuple[str, tuple[str, ...]]] = {}
+        for metric in self.metrics:
+            label, drawn = plots.get(metric.plot, (metric.label, ()))
+            plots[metric.plot] = (label, (*drawn, metric.at(TRAIN), metric.at(VAL)))
+        return plots
+
+
+class Stats(ABC):
+    """Sums over a training epoch, added to on every step without a host sync."""
+
+    @abstractmethod
+    def reset(self, device: torch.device) -> None: ...
+
+    @abstractmethod
+    def update(self, loss: Tensor, outputs: Tensor, targets: Tensor) -> None: ...
+
+    @abstractmethod
+    def compute(self, sum_over_ranks: Reduce | None = None) -> dict[str, Tensor]:
+        """Metric name -> value of what was added since the last reset."""
+
+
+class Classification(Task):
+    """Cross-entropy over ``num_classes`` logits; macro accuracy, monitored (higher is better)."""
+
+    target_kind = "class"
+    metrics = (
+        Metric(LOSS, "cross-entropy", "min", "loss"),
+        Metric("acc", "accuracy", "max", "accuracy"),
+    )
+    monitored = "acc"
+
+    def __init__(self, num_classes: int) -> None:
+        self.num_classes = num_classes
+        self._loss = nn.CrossEntropyLoss()
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        return self._loss(outputs, targets)
+
+    def eval_metrics(self) -> dict[str, TorchMetric]:
+        return {"acc": MulticlassAccuracy(self.num_classes)}
+
+    def epoch_stats(self) -> Stats:
+        return ClassStats(self.num_classes)
+
+
+class ClassStats(Stats):
+    """Training loss and macro accuracy (:class:`EpochStats`) under the task's names."""
+
+    def __init__(self, num_classes: int) -> None:
+        self.stats = EpochStats(num_classes)
+
+    def reset(self, device: torch.device) -> None:
+        self.stats.reset(device)
+
+    def update(self, loss: Tensor, outputs: Tensor, targets: Tensor) -> None:
+        self.stats.update(loss, outputs, targets)
+
+    def compute(self, sum_over_ranks: Reduce | None = None) -> dict[str, Tensor]:
+        loss, accuracy = self.stats.compute(sum_over_ranks)
+        return {LOSS: loss, "acc": accuracy}
+
+
+class Regression(Task):
+    """Mean squared error on one real value; MAE, RMSE and R2, with RMSE monitored.
+
+    The net learns standardised targets ``(y - target_mean) / target_std`` (the train
+    split's): its output is mapped back to the target's units inside the model
+    (:meth:`output_head`), so predictions, export and metrics are in real units while the
+    loss, ``train/loss``, is the MSE of standardised targets (about 1 for a constant guess).
+    """
+
+    target_kind = "value"
+    metrics = (
+        Metric(LOSS, "MSE of standardised targets", "min", "loss"),
+        Metric("mae", "mean absolute error", "min", "error"),
+        Metric("rmse", "root mean squared error", "min", "error"),
+        Metric("r2", "R2 (coefficient of determination)", "max", "r2"),
+    )
+    monitored = "rmse"
+
+    def __init__(self, target_mean: float = 0.0, target_std: float = 1.0) -> None:
+        self.target_mean = float(target_mean)
+        self.target_std = float(target_std)
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        # outputs (B, 1) in target units; the loss is taken on the standardised scale
+        error = (outputs.squeeze(-1) - targets) / self.target_std
+        return error.square().mean()
+
+    def predictions(self, outputs: Tensor) -> Tensor:
+        return outputs.squeeze(-1)
+
+    def eval_metrics(self) -> dict[str, TorchMetric]:
+        return {
+            "mae": MeanAbsoluteError(),
+            "rmse": MeanSquaredError(squared=False),
+            "r2": R2Score(),
+        }
+
+    def epoch_stats(self) -> Stats:
+        return ValueStats()
+
+    def output_head(self) -> nn.Module:
+        return Unstandardise(self.target_mean, self.target_std)
+
+
+class ValueStats(Stats):
+    """Sums of the loss, absolute and squared errors and the targets over an epoch."""
+
+    def __init__(self) -> None:
+        self.sums = torch.zeros(6)  # loss*n, n, |e|, e^2, y, y^2
+
+    def reset(self, device: torch.device) -> None:
+        self.sums = torch.zeros(6, device=device)
+
+    def update(self, loss: Tensor, outputs: Tensor, targets: Tensor) -> None:
+        error = outputs.detach().squeeze(-1).float() - targets
+        y = targets.float()
+        n = torch.full((), len(targets), dtype=torch.float32, device=y.device)
+        batch = torch.stack(
+            [loss.detach().float() * n, n, error.abs().sum(), error.square().sum(), y.sum(),
+             y.square().sum()]
+        )  # fmt: skip
+        self.sums.add_(batch)
+
+    def compute(self, sum_over_ranks: Reduce | None = None) -> dict[str, Tensor]:
+        sums = (sum_over_ranks or (lambda tensor: tensor))(self.sums)
+        loss, n, abs_error, sq_error, y, y_sq = sums.unbind()
+        n = n.clamp(min=1)
+        spread = (y_sq - y.square() / n).clamp(min=1e-12)  # n x variance of the targets
+        return {
+            LOSS: loss / n,
+            "mae": abs_error / n,
+            "rmse": (sq_error / n).sqrt(),
+            "r2": 1 - sq_error / spread,
+        }
+
+
+class Unstandardise(nn.Module):
+    """``z * std + mean``: the net's standardised output in the target's units."""
+
+    def __init__(self, mean: float, std: float) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(mean))
+        self.register_buffer("std", torch.tensor(std))
+
+    def forward(self, outputs: Tensor) -> Tensor:
+        return outputs * self.std + self.mean
+
+
+TASKS: dict[str, type[Task]] = {"class": Classification, "value": Regression}
+
+
+def target_statistics(targets: Tensor) -> dict[str, float]:
+    """The train split's target mean and std, for :class:`Regression` (std 1 if constant)."""
+    values = targets.double()
+    std = float(values.std()) if len(values) > 1 else 1.0
+    return {"target_mean": float(values.mean()), "target_std": std if std > 0 else 1.0}
+
+
+def task_config(module: str, kind: str, **args: Any) -> dict[str, Any]:
+    """The config of the task for ``kind`` targets, e.g. ``{"_target_": ...Classification}``."""
+    cls = TASKS[kind]
+    return {"_target_": f"{module}.{cls.__qualname__}", **args}
