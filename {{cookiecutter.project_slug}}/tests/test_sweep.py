@@ -109,7 +109,7 @@ def test_mistakes_stop_the_sweep_with_one_line_before_any_trial(tmp_path: Path) 
     root = f"paths.root_dir={tmp_path}"
     cases = {
         ("+sweep.params.optimizer.lrr='interval(0.1, 0.2)'",): r"key optimizer\.lrr "
-        r"is not a key of the train config .*model\.optimizer\.lr",
+        r"is not a key of the train config .*did you mean: optimizer\.lr",
         ("sweep.study=../x",): r"sweep\.study=\.\./x is not a plain name",
         ("sweep.n_trials=0",): r"sweep\.n_trials=0 must be a positive number",
         ("sweep.heartbeat_s=60", "sweep.stale_after_s=60"): r"must exceed twice",

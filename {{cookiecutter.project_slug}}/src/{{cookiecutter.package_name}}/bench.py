@@ -38,7 +38,6 @@ from .benchmarks.report import table
 from .benchmarks.startup import measure_startup
 from .cli.entry import command
 from .cli.errors import UserError
-from .models.build import build_model
 from .reporting.summary import peak_memory_mb
 from .runtime.files import write_json
 from .runtime.run import build_parts, model_for, prepare_run

@@ -161,12 +161,14 @@ def boundary_loop(
     """Whole epochs of the project's loop, as a run trains them (last.ckpt written at each
     epoch end), validation aside; returns the intervals measured."""
     timer = BoundaryClock(clock)
-    classes = model.hparams.get("num_classes")
+    task = getattr(model, "task", None)
+    classes = getattr(task, "num_classes", None)
     callbacks: list[Callback] = [MetricHistory(), timer]
     callbacks += [TestConfusionMatrix(classes)] if classes else []
     trainer = build_trainer(
         cfg,
         callbacks=callbacks,
+        task=task,
         max_epochs=epochs,
         max_steps=-1,
         check_val_every_n_epoch=NEVER,
