@@ -150,6 +150,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/runtime/run_start.py",
     "src/digits_classifier/runtime/signals.py",
     "src/digits_classifier/runtime/slurm.py",
+    "src/digits_classifier/runtime/lazy.py",
     "src/digits_classifier/reporting/summary.py",
     "src/digits_classifier/cli/typos.py",
     "tests/conftest.py",

@@ -19,6 +19,7 @@ from hydra.utils import get_class, instantiate
 from lightning import Callback, LightningModule, Trainer
 
 from test_distributed import WORLD, finish, probe
+from test_resume import CrashError
 from test_distributed import train as launch_train
 
 from support import CONFIG_DIR, QUICK, compose_config, loss_logging, module, step_losses
@@ -41,19 +42,6 @@ BASE = [
     "callbacks.model_checkpoint.last_every_n_steps=1",
     "trainer.precision=32-true",
 ]
-
-
-class CrashError(Exception):
-    """Stands in for a crash after a given step."""
-
-
-class CrashAfter(Callback):
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_train_batch_end(self, trainer: Trainer, *args: Any) -> None:
-        if trainer.global_step == self.step:
-            raise CrashError(f"crashed after step {self.step}")
 
 
 class BatchRecorder(Callback):
@@ -146,7 +134,7 @@ def test_resume_mid_epoch_is_bitwise_equal(contract: dict, tmp_path: Path) -> No
     crash_step = steps_per_epoch + 2
     run_dir = tmp_path / "run"
     crash = [
-        "+callbacks.crash._target_=test_data_contract.CrashAfter",
+        "+callbacks.crash._target_=test_resume.CrashAfter",
         f"+callbacks.crash.step={crash_step}",
     ]
     overrides = [*BASE, *contract["data_args"], *recording(run_dir)]

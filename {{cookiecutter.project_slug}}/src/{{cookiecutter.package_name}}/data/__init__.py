@@ -4,8 +4,7 @@ Names are imported on first use, so a command that needs only ``data.info`` or
 ``data.inputs`` (ONNX predict) does not import torch.
 """
 
-from importlib import import_module
-from typing import Any
+from ..runtime.lazy import lazy_exports
 
 EXPORTS = {
     "BaseDataModule": ".base",
@@ -17,8 +16,4 @@ EXPORTS = {
 }
 __all__ = sorted(EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(EXPORTS[name], __name__), name)
+__getattr__ = lazy_exports(__name__, EXPORTS)

@@ -3,8 +3,7 @@
 Names are imported on first use, so ``models.onnx_runner`` loads without torch.
 """
 
-from importlib import import_module
-from typing import Any
+from ..runtime.lazy import lazy_exports
 
 EXPORTS = {
     "Classification": ".tasks",
@@ -16,8 +15,4 @@ EXPORTS = {
 }
 __all__ = sorted(EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(EXPORTS[name], __name__), name)
+__getattr__ = lazy_exports(__name__, EXPORTS)
