@@ -19,8 +19,8 @@ from hydra.utils import get_class, instantiate
 from lightning import Callback, LightningModule, Trainer
 
 from test_distributed import WORLD, finish, probe
-from test_resume import CrashError
 from test_distributed import train as launch_train
+from test_resume import CrashError
 
 from support import CONFIG_DIR, QUICK, compose_config, loss_logging, module, step_losses
 
