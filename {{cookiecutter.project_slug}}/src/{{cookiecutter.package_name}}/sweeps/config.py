@@ -88,7 +88,8 @@ def settings_of(cfg: DictConfig) -> SweepSettings:
         raise UserError(f"sweep.direction={sweep.direction} is not one of {list(DIRECTIONS)}")
     if not cfg.get("optimized_metric"):
         raise UserError(
-            "optimized_metric is not set; name the metric to optimise, e.g. optimized_metric=monitor"
+            "optimized_metric is not set; name the metric to optimise, e.g. "
+            "optimized_metric=monitor"
         )
     for key in ("n_trials", "workers", "heartbeat_s", "stale_after_s"):
         _positive(key, sweep[key], allow_zero=key == "workers")
