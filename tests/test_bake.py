@@ -57,6 +57,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/benchmarks/loops.py",
     "src/digits_classifier/benchmarks/report.py",
     "src/digits_classifier/benchmarks/startup.py",
+    "src/digits_classifier/benchmarks/commands.py",
     "src/digits_classifier/callbacks/__init__.py",
     "src/digits_classifier/callbacks/checkpoint.py",
     "src/digits_classifier/callbacks/confusion.py",
@@ -98,6 +99,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/data/adapters.py",
     "src/digits_classifier/data/tables.py",
     "src/digits_classifier/models/build.py",
+    "src/digits_classifier/models/onnx_runner.py",
     "src/digits_classifier/checkpoints/card.py",
     "src/digits_classifier/checkpoints/restore.py",
     "src/digits_classifier/checkpoints/targets.py",
@@ -169,8 +171,16 @@ OPTIONAL_FILES = {
     ("logger", "mlflow"): {"configs/logger/mlflow.yaml"},
     ("ci", "github"): {".github/workflows/ci.yml"},
     ("docker", "yes"): {"Dockerfile", ".dockerignore"},
+    ("serve", "yes"): {
+        "configs/serve.yaml",
+        "src/digits_classifier/serve.py",
+        "src/digits_classifier/serving/__init__.py",
+        "src/digits_classifier/serving/app.py",
+        "src/digits_classifier/serving/bodies.py",
+        "tests/test_serve.py",
+    },
 }
-DEFAULT_ANSWERS = {"logger": "csv", "ci": "github", "docker": "no"}
+DEFAULT_ANSWERS = {"logger": "csv", "ci": "github", "docker": "no", "serve": "no"}
 
 
 def expected_files(**answers: str) -> set[str]:
