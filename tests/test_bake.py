@@ -141,7 +141,6 @@ EXPECTED_FILES = {
     "tests/test_configs.py",
     "tests/test_data.py",
     "tests/test_doctor.py",
-    "tests/test_checkpoint_card.py",
     "tests/test_export.py",
     "tests/test_faults.py",
     "tests/test_hints.py",
