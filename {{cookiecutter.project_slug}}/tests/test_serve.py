@@ -8,6 +8,7 @@ import http.client
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,6 +28,8 @@ from PIL import Image
 from support import CONFIG_DIR, PACKAGE, ROOT, compose_config, module
 
 predict = module("predict")
+serve = module("serve")
+UserError = module("cli.errors").UserError
 
 # Small enough to test the limit with bodies that fit the loopback socket's buffers.
 LIMIT = 200_000
@@ -196,6 +199,25 @@ def test_the_server_answers_without_torch_or_lightning(
         )
     assert server.process.returncode == 0, server.log.read_text()
     assert server.log.read_text().splitlines()[-1] == "imported: []"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model_path=model.ckpt"], "model_path 'model.ckpt' is not a .onnx file; the server"),
+        (["model_path=missing.onnx"], "model 'missing.onnx' does not exist; run the export"),
+        (["model_path=''"], "model_path is not set; pass model_path=path/to/model.onnx"),
+        (
+            ["model_path=m.onnx", "port=0", "max_body_bytes=0", "threads=0"],
+            "port=0 must be in 1..65535; max_body_bytes=0 must be >= 1; threads=0 must be >= 1",
+        ),
+    ],
+)
+def test_bad_settings_stop_before_serving(
+    overrides: list[str], message: str, tmp_path: Path
+) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        serve.serve(compose_config(tmp_path, overrides, config_name="serve"))
 
 
 @pytest.mark.slow
