@@ -220,6 +220,16 @@ def test_bad_settings_stop_before_serving(
         serve.serve(compose_config(tmp_path, overrides, config_name="serve"))
 
 
+def test_a_port_in_use_is_one_line(exported: dict[str, Any], tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        overrides = [f"model_path={exported['model']}", f"port={port}"]
+        with pytest.raises(UserError, match=rf"cannot listen on 127.0.0.1:{port} \(Address"):
+            serve.serve(compose_config(tmp_path, overrides, config_name="serve"))
+
+
 @pytest.mark.slow
 def test_arrays_and_images_answer_as_predict_answers(
     server: Server, exported: dict[str, Any], digits: dict[str, Any], tmp_path: Path

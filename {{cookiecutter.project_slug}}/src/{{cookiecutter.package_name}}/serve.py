@@ -12,6 +12,7 @@ is up, ``/docs`` is the interactive API page.
 """
 
 import logging
+import socket
 from pathlib import Path
 
 import uvicorn
@@ -40,6 +41,7 @@ def serve(cfg: DictConfig) -> None:
     model = OnnxRunner(path, threads=cfg.threads)
     limits = Limits(max_body_bytes=cfg.max_body_bytes, max_image_pixels=cfg.max_image_pixels)
     app = build_app(model, path, limits, cfg.batch_size)
+    check_port_free(cfg.host, cfg.port)
     log.info(
         "serving %s on http://%s:%d (POST /predict, GET /health, GET /metadata)",
         path,
@@ -71,6 +73,20 @@ def check_settings(cfg: DictConfig) -> None:
         problems.append(f"threads={cfg.threads} must be >= 1 (or null: OMP_NUM_THREADS)")
     if problems:
         raise UserError("; ".join(problems))
+
+
+def check_port_free(host: str, port: int) -> None:
+    """A UserError naming the port if another process listens there (uvicorn binds it next)."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as error:
+        raise UserError(
+            f"cannot listen on {host}:{port} ({error.strerror or error}); stop what holds it "
+            "or pass another port=..."
+        ) from None
 
 
 main = command("serve")(serve)
