@@ -14,6 +14,8 @@ SLUG = {{ cookiecutter.project_slug|data }}
 LOGGER = {{ cookiecutter.logger|data }}
 CI = {{ cookiecutter.ci|data }}
 DOCKER = {{ cookiecutter.docker|data }}
+SERVE = {{ cookiecutter.serve|data }}
+PACKAGE = {{ cookiecutter.package_name|data }}
 # cruft records the template commit; it also bakes into scratch folders to diff two
 # template versions, where a .git of ours would be diffed and applied.
 UNDER_CRUFT = {{ "_commit" in cookiecutter }}
@@ -26,6 +28,10 @@ OPTIONAL_PATHS = {
     ".github": CI == "github",
     "Dockerfile": DOCKER == "yes",
     ".dockerignore": DOCKER == "yes",
+    f"src/{PACKAGE}/serve.py": SERVE == "yes",
+    f"src/{PACKAGE}/serving": SERVE == "yes",
+    "configs/serve.yaml": SERVE == "yes",
+    "tests/test_serve.py": SERVE == "yes",
 }
 
 

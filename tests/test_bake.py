@@ -72,6 +72,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/benchmarks/loops.py",
     "src/digits_classifier/benchmarks/report.py",
     "src/digits_classifier/benchmarks/startup.py",
+    "src/digits_classifier/benchmarks/commands.py",
     "src/digits_classifier/callbacks/__init__.py",
     "src/digits_classifier/callbacks/checkpoint.py",
     "src/digits_classifier/callbacks/confusion.py",
@@ -116,6 +117,7 @@ EXPECTED_FILES = {
     "src/digits_classifier/data/adapters.py",
     "src/digits_classifier/data/tables.py",
     "src/digits_classifier/models/build.py",
+    "src/digits_classifier/models/onnx_runner.py",
     "src/digits_classifier/checkpoints/card.py",
     "src/digits_classifier/checkpoints/restore.py",
     "src/digits_classifier/checkpoints/targets.py",
@@ -160,7 +162,6 @@ EXPECTED_FILES = {
     "tests/test_configs.py",
     "tests/test_data.py",
     "tests/test_doctor.py",
-    "tests/test_checkpoint_card.py",
     "tests/test_export.py",
     "tests/test_faults.py",
     "tests/test_hints.py",
@@ -192,8 +193,16 @@ OPTIONAL_FILES = {
     ("logger", "mlflow"): {"configs/logger/mlflow.yaml"},
     ("ci", "github"): {".github/workflows/ci.yml", ".github/dependabot.yml"},
     ("docker", "yes"): {"Dockerfile", ".dockerignore"},
+    ("serve", "yes"): {
+        "configs/serve.yaml",
+        "src/digits_classifier/serve.py",
+        "src/digits_classifier/serving/__init__.py",
+        "src/digits_classifier/serving/app.py",
+        "src/digits_classifier/serving/bodies.py",
+        "tests/test_serve.py",
+    },
 }
-DEFAULT_ANSWERS = {"logger": "csv", "ci": "github", "docker": "no"}
+DEFAULT_ANSWERS = {"logger": "csv", "ci": "github", "docker": "no", "serve": "no"}
 
 
 def expected_files(**answers: str) -> set[str]:

@@ -13,6 +13,11 @@ A covering set, because the options touch disjoint things:
 - ``ci`` and ``docker`` only add or drop files that no Python code or config reads: all 16
   combinations are baked and their file set, YAML, pins and lint checked here; the workflow
   and the Dockerfile themselves are linted in test_tooling.py.
+- ``serve`` adds the server's files, its pins, a Makefile target and the Dockerfile's serving
+  lines. It is not a fourth product factor: the 16 bakes above take serve=yes in half of
+  them, so each logger, each ci and each docker answer is baked with both serve answers
+  (and the lock with mlflow and serve together, which share pins). The serve=yes bake runs
+  the baked server tests, slow tier included.
 - ``python_version`` and ``license`` only change text (test_bake.py).
 """
 
@@ -30,7 +35,12 @@ from conftest import bake, python_in, run, tail
 LOGGERS = ["csv", "tensorboard", "wandb", "mlflow"]
 # Pins that exist only for one logger.
 LOGGER_PINS = {"wandb": {"wandb"}, "mlflow": {"mlflow-skinny", "sqlalchemy", "alembic"}}
-COMBINATIONS = list(itertools.product(LOGGERS, ["github", "none"], ["no", "yes"]))
+# The server's own pins; the lock of an mlflow bake holds them too (mlflow serves with them).
+SERVE_PINS = {"fastapi", "uvicorn"}
+COMBINATIONS = [
+    (logger, ci, docker, "yes" if (ci == "github") != (docker == "yes") else "no")
+    for logger, ci, docker in itertools.product(LOGGERS, ["github", "none"], ["no", "yes"])
+]
 
 pytestmark = pytest.mark.slow
 
@@ -41,10 +51,12 @@ def pinned(path: Path) -> set[str]:
     }
 
 
-@pytest.mark.parametrize(("logger", "ci", "docker"), COMBINATIONS)
-def test_combination_bakes_and_lints(logger: str, ci: str, docker: str, tmp_path: Path) -> None:
-    project = bake(tmp_path, logger=logger, ci=ci, docker=docker)
-    assert files_of(project) == expected_files(logger=logger, ci=ci, docker=docker)
+@pytest.mark.parametrize(("logger", "ci", "docker", "serve"), COMBINATIONS)
+def test_combination_bakes_and_lints(
+    logger: str, ci: str, docker: str, serve: str, tmp_path: Path
+) -> None:
+    project = bake(tmp_path, logger=logger, ci=ci, docker=docker, serve=serve)
+    assert files_of(project) == expected_files(logger=logger, ci=ci, docker=docker, serve=serve)
     for path in project.rglob("*"):
         if path.is_file() and ".git" not in path.parts:
             assert "{{" not in path.read_text(errors="replace"), path
@@ -56,6 +68,12 @@ def test_combination_bakes_and_lints(logger: str, ci: str, docker: str, tmp_path
         pins = pinned(project / name)
         for owner, packages in LOGGER_PINS.items():
             assert (packages <= pins) == (owner == logger), f"{name}: {owner} pins"
+        served = serve == "yes" or (name == "requirements.lock" and logger == "mlflow")
+        assert (SERVE_PINS <= pins) == served, f"{name}: server pins"
+    makefile = (project / "Makefile").read_text()
+    assert ("\nserve: $(STAMP)" in makefile) == (serve == "yes")
+    if docker == "yes":
+        assert ("EXPOSE 8000" in (project / "Dockerfile").read_text()) == (serve == "yes")
     for args in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "."]):
         result = run(sys.executable, "-m", "ruff", *args, cwd=project)
         assert result.returncode == 0, tail(result)
@@ -67,6 +85,16 @@ def test_logger_passes_the_baked_tests_it_affects(logger: str, tmp_path: Path) -
     result = python_in(
         project, "-m", "pytest", "-q", "-p", "no:cacheprovider",
         "tests/test_configs.py", "tests/test_logger.py", "-k", "logger",
+    )  # fmt: skip
+    assert result.returncode == 0, tail(result)
+    assert " passed" in result.stdout and " skipped" not in result.stdout, tail(result)
+
+
+def test_serve_passes_its_baked_tests(tmp_path: Path) -> None:
+    project = bake(tmp_path, serve="yes")
+    result = python_in(
+        project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_serve.py",
+        "-m", "slow or not slow",
     )  # fmt: skip
     assert result.returncode == 0, tail(result)
     assert " passed" in result.stdout and " skipped" not in result.stdout, tail(result)

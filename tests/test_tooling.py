@@ -17,8 +17,8 @@ WORKFLOWS = [".github/workflows/ci.yml"]
 
 @pytest.fixture(scope="module")
 def full_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A bake with every optional file: CI workflow and Dockerfile."""
-    return bake(tmp_path_factory.mktemp("full"), ci="github", docker="yes")
+    """A bake with every optional file: CI workflow, Dockerfile (that can serve), server."""
+    return bake(tmp_path_factory.mktemp("full"), ci="github", docker="yes", serve="yes")
 
 
 def pins(path: Path) -> dict[str, str]:

@@ -1,9 +1,11 @@
-"""Rewrite the baked project's requirements.lock, a Jinja file with one branch per logger.
+"""Rewrite the baked project's requirements.lock, a Jinja file with one branch per answer.
 
-Bakes the template once per logger that adds packages, runs the baked ``make lock`` resolver
-(``scripts/lock.py``) in each, and merges the results: a pin every bake shares is a plain
-line, a pin only some loggers pull in is guarded by ``{% if %}``. Each rendered branch then
-equals ``make lock`` in a project baked with that logger. Run with ``make lock``.
+Bakes the template once per answer that adds packages (the wandb and mlflow loggers,
+serve=yes), runs the baked ``make lock`` resolver (``scripts/lock.py``) in each, and merges
+the results: a pin every bake shares is a plain line, a pin only some answers pull in is
+guarded by ``{% if %}``. Each rendered branch then equals ``make lock`` in a project baked
+with that answer. Answers combine (logger=mlflow with serve=yes) because no package gets two
+versions: the merge refuses that. Run with ``make lock``.
 """
 
 import subprocess
@@ -15,30 +17,39 @@ from cookiecutter.main import cookiecutter
 
 TEMPLATE = Path(__file__).resolve().parents[1]
 LOCK = TEMPLATE / "{{cookiecutter.project_slug}}" / "requirements.lock"
-BASE = "csv"
-EXTRA = ["wandb", "mlflow"]  # the loggers that add packages
+BASE = {"logger": "csv", "serve": "no"}
+# The answers that add packages, by name: the loggers' names, and "serve".
+EXTRA = {"wandb": {"logger": "wandb"}, "mlflow": {"logger": "mlflow"}, "serve": {"serve": "yes"}}
+LOGGERS = ["wandb", "mlflow"]
 NOTE = (
-    "{#- Rendered per answer: a guarded line is a pin only the wandb or mlflow logger pulls in.\n"
-    "    Each branch equals `make lock` in a project baked with that logger; tools/relock.py\n"
-    "    writes this file. -#}"
+    "{#- Rendered per answer: a guarded line is a pin only the wandb or mlflow logger, or\n"
+    "    serve=yes, pulls in. Each branch equals `make lock` in a project baked with that\n"
+    "    answer; tools/relock.py writes this file. -#}"
 )
 
 
-def locked(logger: str, scratch: Path) -> list[str]:
-    """The lines ``make lock`` writes in a project baked with ``logger``."""
+def locked(name: str, answers: dict[str, str], scratch: Path) -> list[str]:
+    """The lines ``make lock`` writes in a project baked with ``answers``."""
     project = Path(
-        cookiecutter(str(TEMPLATE), no_input=True, output_dir=str(scratch / logger),
-                     extra_context={"logger": logger})
+        cookiecutter(str(TEMPLATE), no_input=True, output_dir=str(scratch / name),
+                     extra_context={**BASE, **answers})
     )  # fmt: skip
     subprocess.run([sys.executable, "scripts/lock.py"], cwd=project, check=True)
     return (project / "requirements.lock").read_text().splitlines()
 
 
-def guard(loggers: list[str]) -> str:
+def guard(owners: list[str]) -> str:
+    """``{%- if ... %}`` true for the bakes of these answers."""
+    loggers = [name for name in owners if name in LOGGERS]
+    tests = []
     if len(loggers) == 1:
-        return f'{{%- if cookiecutter.logger == "{loggers[0]}" %}}'
-    listed = ", ".join(f'"{name}"' for name in loggers)
-    return f"{{%- if cookiecutter.logger in [{listed}] %}}"
+        tests.append(f'cookiecutter.logger == "{loggers[0]}"')
+    elif loggers:
+        listed = ", ".join(f'"{name}"' for name in loggers)
+        tests.append(f"cookiecutter.logger in [{listed}]")
+    if "serve" in owners:
+        tests.append('cookiecutter.serve == "yes"')
+    return f"{{%- if {' or '.join(tests)} %}}"
 
 
 def merge(base: list[str], extra: dict[str, list[str]]) -> str:
@@ -52,14 +63,27 @@ def merge(base: list[str], extra: dict[str, list[str]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def one_version_each(base: list[str], extra: dict[str, list[str]]) -> None:
+    """Exit unless every package has one version across all bakes (so answers combine)."""
+    versions: dict[str, set[str]] = {}
+    for line in [*base, *(pin for lines in extra.values() for pin in lines)]:
+        if not line.startswith("#"):
+            name, version = line.split("==")
+            versions.setdefault(name, set()).add(version)
+    clashes = {name: sorted(found) for name, found in versions.items() if len(found) > 1}
+    if clashes:
+        sys.exit(f"error: the answers lock different versions of {clashes}; pin them")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
-        base = locked(BASE, Path(scratch))
-        extra = {name: locked(name, Path(scratch)) for name in EXTRA}
+        base = locked("base", {}, Path(scratch))
+        extra = {name: locked(name, answers, Path(scratch)) for name, answers in EXTRA.items()}
     for name, lines in extra.items():
         missing = set(base) - set(lines)
         if missing:
-            sys.exit(f"error: logger={name} changes shared pins {sorted(missing)}; pin them")
+            sys.exit(f"error: {EXTRA[name]} changes shared pins {sorted(missing)}; pin them")
+    one_version_each(base, extra)
     LOCK.write_text(merge(base, extra))
     print(f"wrote {LOCK.relative_to(TEMPLATE)}")
 

@@ -6,6 +6,7 @@ grey or colour, with or without alpha.
 """
 
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -15,11 +16,12 @@ from ..cli.errors import UserError
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
-def load_image(path: Path, channels: int, size: tuple[int, int]) -> np.ndarray:
+def load_image(path: Path | BinaryIO, channels: int, size: tuple[int, int]) -> np.ndarray:
     """``(channels, height, width)`` float32 in [0, 1]: grey (1) or RGB (3), resized.
 
-    16-bit images keep their full range (scaled by 65535, not clipped at 255); palette
-    images are expanded; transparent pixels count as background (alpha over black).
+    ``path`` is a file or an open binary file (a model server's request body). 16-bit
+    images keep their full range (scaled by 65535, not clipped at 255); palette images are
+    expanded; transparent pixels count as background (alpha over black).
     """
     if channels not in (1, 3):
         raise UserError(f"images have 1 (grey) or 3 (RGB) channels, not {channels}")
@@ -27,13 +29,18 @@ def load_image(path: Path, channels: int, size: tuple[int, int]) -> np.ndarray:
         with Image.open(path) as image:
             pixels = to_float(image)
     except (UnidentifiedImageError, OSError, ValueError) as error:
-        raise UserError(f"'{path}' is not a readable image ({error})") from error
+        raise UserError(f"'{source_name(path)}' is not a readable image ({error})") from error
     if pixels.shape[2] != channels:
         pixels = grey(pixels) if channels == 1 else np.repeat(grey(pixels), 3, axis=2)
     height, width = size
     if pixels.shape[:2] != (height, width):
         pixels = resize(pixels, (height, width))
     return np.ascontiguousarray(pixels.transpose(2, 0, 1))
+
+
+def source_name(source: Path | BinaryIO) -> str:
+    """How messages name an image: its path, or an open file's ``name`` if it has one."""
+    return str(source) if isinstance(source, str | Path) else str(getattr(source, "name", "image"))
 
 
 def to_float(image: Image.Image) -> np.ndarray:

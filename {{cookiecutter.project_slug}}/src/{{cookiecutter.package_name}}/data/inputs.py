@@ -7,11 +7,12 @@ with one name per row, read the way training read its data (``DataInfo`` says ho
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from ..cli.errors import UserError
-from .images import IMAGE_SUFFIXES, load_image
+from .images import IMAGE_SUFFIXES, load_image, source_name
 from .info import DataInfo
 from .tables import numeric_column, read_table
 
@@ -131,12 +132,18 @@ def check_array(array: np.ndarray, input_shape: tuple[int, ...], source: str) ->
 
 def read_rows(path: Path, info: DataInfo) -> np.ndarray:
     """A CSV's feature columns (by the names the model was trained on); other columns ignored."""
+    return table_array(*read_table(path, what="input"), info, path)
+
+
+def table_array(
+    header: list[str], rows: list[list[str]], info: DataInfo, path: Path | str
+) -> np.ndarray:
+    """The feature columns of a parsed table (``read_table``/``parse_table``) as inputs."""
     if not info.feature_names:
         raise UserError(
             f"input '{path}' is a table, but the model was not trained on one; pass "
             f"{'images' if len(info.input_shape) == 3 else '.npy arrays'} instead"
         )
-    header, rows = read_table(path, what="input")
     missing = [name for name in info.feature_names if name not in header]
     if missing:
         raise UserError(
@@ -151,11 +158,12 @@ def read_rows(path: Path, info: DataInfo) -> np.ndarray:
     return np.stack(columns, axis=1).reshape(len(rows), *info.input_shape)
 
 
-def read_image(path: Path, info: DataInfo, *, invert: bool) -> np.ndarray:
-    """One image as ``input_shape`` floats in [0, 1], converted as training converted them."""
+def read_image(path: Path | BinaryIO, info: DataInfo, *, invert: bool) -> np.ndarray:
+    """One image (a file, or an open binary file) as ``input_shape`` floats in [0, 1],
+    converted as training converted them."""
     if len(info.input_shape) != 3:
         raise UserError(
-            f"input '{path}' is an image, but the model takes inputs of shape "
+            f"input '{source_name(path)}' is an image, but the model takes inputs of shape "
             f"{info.input_shape}; pass .npy or .csv rows"
         )
     channels, height, width = info.input_shape

@@ -5,7 +5,7 @@ Plain numpy and the standard library, so predict can read tables without torch.
 
 import csv
 import gzip
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,17 +27,27 @@ def read_table(path: Path, what: str = "data.path") -> tuple[list[str], list[lis
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", newline="", encoding="utf-8-sig") as handle:
-            lines = list(csv.reader(handle))
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
+            return parse_table(handle, path, what)
+    except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"{what} '{path}' is not a readable CSV file ({error})") from error
+
+
+def parse_table(
+    text: Iterable[str], source: Path | str, what: str = "data.path"
+) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of CSV text (lines, an open file), named ``source`` in messages."""
+    try:
+        lines = list(csv.reader(text))
+    except csv.Error as error:
+        raise UserError(f"{what} '{source}' is not a readable CSV file ({error})") from error
     lines = [line for line in lines if line]  # blank lines carry no row
     if len(lines) < 2:
-        raise UserError(f"{what} '{path}' holds no rows under its header; add data")
+        raise UserError(f"{what} '{source}' holds no rows under its header; add data")
     header = [name.strip() for name in lines[0]]
     for number, line in enumerate(lines[1:], start=2):
         if len(line) != len(header):
             raise UserError(
-                f"{path} line {number} has {len(line)} fields, the header {len(header)}; "
+                f"{source} line {number} has {len(line)} fields, the header {len(header)}; "
                 "fix that row"
             )
     return header, lines[1:]
@@ -61,7 +71,7 @@ def pick_columns(
     return [name for name in header if name != target]
 
 
-def numeric_column(path: Path, name: str, values: list[str]) -> np.ndarray:
+def numeric_column(path: Path | str, name: str, values: list[str]) -> np.ndarray:
     """A feature column as float32; a missing or non-numeric cell is one line naming it."""
     out = np.empty(len(values), dtype=np.float32)
     for row, text in enumerate(values):
