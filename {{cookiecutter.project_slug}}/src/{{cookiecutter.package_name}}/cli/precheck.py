@@ -23,6 +23,7 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from ..runtime.schema import problems
@@ -62,10 +63,23 @@ def plan(config_dir: Path, config_name: str, argv: list[str]) -> Planned:
     if unknown or any(getattr(args, option, None) for option in PASS_THROUGH):
         return Planned()
     try:
-        cfg, run_dir = composed(config_dir, config_name, args.overrides, multirun=args.multirun)
+        return check(config_dir, config_name, args.overrides, multirun=args.multirun)
     except Exception:  # Hydra reports it (and the hints follow) when the command runs
         return Planned()
-    return Planned(problems(cfg), run_dir)
+
+
+def check(
+    config_dir: Path, config_name: str, overrides: list[str], *, multirun: bool = False
+) -> Planned:
+    """Compose ``config_name`` with ``overrides`` and check it against the schema."""
+    cfg, run_dir = composed(config_dir, config_name, overrides, multirun=multirun)
+    hydra = HydraConfig.instance()
+    before = hydra.cfg
+    try:
+        hydra.set_config(cfg)  # for ${hydra:...} values, such as paths.output_dir
+        return Planned(problems(cfg), run_dir)
+    finally:
+        hydra.cfg = before
 
 
 def composed(
@@ -77,15 +91,13 @@ def composed(
         overrides = [o.input_line for o in parsed if not o.is_sweep_override()]
     with initialize_config_dir(version_base="1.3", config_dir=str(config_dir)):
         cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
-    multi = multirun or cfg.hydra.mode == "MULTIRUN"
+    multi = multirun or cfg.hydra.mode == RunMode.MULTIRUN
     try:
         output_dir = str(cfg.hydra.sweep.dir if multi else cfg.hydra.run.dir)
     except Exception:  # left unresolved: problems() names the value
         return cfg, None
-    # ${hydra:runtime.output_dir} (paths.output_dir) as the run will see it.
-    with open_dict(cfg):
+    with open_dict(cfg):  # as the run will see it
         cfg.hydra.runtime.output_dir = output_dir
-    HydraConfig.instance().set_config(cfg)
     return cfg, None if multi else Path(output_dir)
 
 

@@ -261,6 +261,11 @@ DEVICES = either(
     list_of(integer(0, example=0), example="[0,1]"),
     matching("a string of device indices", r"\d+(,\d+)*,?", example="0,1"),
 )
+RUN_MODE = Rule(  # Hydra gives its RunMode enum, a user writes the name
+    "null, RUN or MULTIRUN",
+    "MULTIRUN",
+    lambda value: value is None or getattr(value, "name", value) in ("RUN", "MULTIRUN"),
+)
 TASK_NAME = matching("a name without '/'", r"[^/\\]+", example="train")
 PREFIXES = Rule(
     "a list of module prefixes",
@@ -302,7 +307,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("hydra.sweep.dir", directory("outputs/train/multiruns/mine")),
     ("hydra.sweep.subdir", passed("Hydra's multirun")),
     ("hydra.job.chdir", flag()),
-    ("hydra.mode", null_or(choice("RUN", "MULTIRUN"))),
+    ("hydra.mode", RUN_MODE),
     ("hydra.job_logging.**", passed("logging.config.dictConfig")),
     ("hydra.sweeper.**", passed("the Hydra sweeper plugin")),
     ("hydra.launcher.**", passed("the Hydra launcher plugin")),
