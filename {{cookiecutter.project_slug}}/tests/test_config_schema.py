@@ -263,7 +263,6 @@ def test_refused_resume_leaves_the_finished_run_as_it_was(
 @pytest.mark.parametrize(
     ("entry", "overrides", "error"),
     [
-        ("eval", ["ckpt_path=nowhere.ckpt"], "error: checkpoint 'nowhere.ckpt' does not exist"),
         ("export", ["ckpt_path=nowhere.ckpt"], "error: checkpoint 'nowhere.ckpt' does not exist"),
         (
             "predict",
