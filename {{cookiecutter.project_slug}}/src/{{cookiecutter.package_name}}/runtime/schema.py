@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from lightning.pytorch.accelerators import AcceleratorRegistry
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
@@ -49,10 +50,11 @@ def number(
     above: float | None = None,
     low: float | None = None,
     below: float | None = None,
+    high: float | None = None,
     example: float,
 ) -> Rule:
-    """A finite number: ``> above``, ``>= low``, ``< below`` (each optional)."""
-    limits = ((">", above), (">=", low), ("<", below))
+    """A finite number: ``> above``, ``>= low``, ``< below``, ``<= high`` (each optional)."""
+    limits = ((">", above), (">=", low), ("<", below), ("<=", high))
     bounds = " and ".join(f"{sign} {limit:g}" for sign, limit in limits if limit is not None)
 
     def ok(value: Any) -> bool:
@@ -62,6 +64,7 @@ def number(
             (above is None or value > above)
             and (low is None or value >= low)
             and (below is None or value < below)
+            and (high is None or value <= high)
         )
 
     return Rule(f"a finite number {bounds}".rstrip(), f"{example:g}", ok)
@@ -244,7 +247,6 @@ def _can_be_dir(value: Any) -> bool:
     return True
 
 
-NULL = Rule("null", "null", lambda value: value is None)
 MAPPING = Rule("a mapping", "{}", lambda value: isinstance(value, dict))
 SEED = integer(0, 2**32 - 1, example=0)  # numpy's seed range, as Lightning's seed_everything
 # Opened and verified by the checkpoint loader (train's ckpt_path also takes `last`).
@@ -254,7 +256,7 @@ CHECKPOINT = Rule(
     lambda value: value is None or (isinstance(value, str) and bool(value)),
 )
 # A count of batches (an int) or a fraction of them (a float), as Lightning takes both.
-BATCHES = either(integer(0, example=5), number(low=0.0, below=1.0 + 1e-12, example=0.25))
+BATCHES = either(integer(0, example=5), number(low=0.0, high=1.0, example=0.25))
 DEVICES = either(
     choice("auto", -1),
     integer(1, example=1),
@@ -272,7 +274,32 @@ PREFIXES = Rule(
     "[my_models]",
     lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
 )
+# As Lightning takes them: auto, gpu, and its registry's names (plugins add theirs).
+ACCELERATORS = choice(
+    "auto", "cpu", "gpu", *sorted(set(AcceleratorRegistry.available_accelerators()) - {"cpu"})
+)
 PRECISIONS = choice(*PRESETS, *ALIASES, *(int(a) for a in ALIASES if a.isdigit()))
+
+
+def optimizer_rules(prefix: str) -> tuple[tuple[str, Rule], ...]:
+    """An optimizer's node at ``prefix``: its own arguments go to its class."""
+    return (
+        (prefix, null_or(MAPPING)),
+        (f"{prefix}._target_", target()),
+        (f"{prefix}.lr", number(above=0.0, example=0.003)),
+        (f"{prefix}.weight_decay", number(low=0.0, example=0.01)),
+        (f"{prefix}.**", passed(f"the optimizer class ({prefix}._target_)")),
+    )
+
+
+def scheduler_rules(prefix: str) -> tuple[tuple[str, Rule], ...]:
+    """A learning-rate scheduler's node at ``prefix``."""
+    return (
+        (prefix, null_or(MAPPING)),
+        (f"{prefix}._target_", target()),
+        (f"{prefix}.**", passed(f"the scheduler class ({prefix}._target_)")),
+    )
+
 
 RULES: tuple[tuple[str, Rule], ...] = (
     # train.yaml, eval.yaml, export.yaml, predict.yaml, bench.yaml
@@ -340,30 +367,14 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("model.net.hidden", list_of(integer(1, example=256), example="[256,128]")),
     ("model.net.dropout", number(low=0.0, below=1.0, example=0.1)),
     ("model.net.**", passed("the net's class (model.net._target_)")),
-    *(
-        rule
-        for prefix in ("model.optimizer", "optimizer")
-        for rule in (
-            (prefix, null_or(MAPPING)),
-            (f"{prefix}._target_", target()),
-            (f"{prefix}.lr", number(above=0.0, example=0.003)),
-            (f"{prefix}.weight_decay", number(low=0.0, example=0.01)),
-            (f"{prefix}.**", passed(f"the optimizer class ({prefix}._target_)")),
-        )
-    ),
-    *(
-        rule
-        for prefix in ("model.scheduler", "scheduler")
-        for rule in (
-            (prefix, null_or(MAPPING)),
-            (f"{prefix}._target_", target()),
-            (f"{prefix}.**", passed(f"the scheduler class ({prefix}._target_)")),
-        )
-    ),
+    *optimizer_rules("model.optimizer"),
+    *optimizer_rules("optimizer"),
+    *scheduler_rules("model.scheduler"),
+    *scheduler_rules("scheduler"),
     # trainer/: lightning.Trainer arguments
     ("trainer._target_", target()),
     ("trainer.default_root_dir", directory("outputs")),
-    ("trainer.accelerator", choice("auto", "cpu", "gpu", "cuda", "mps", "tpu")),
+    ("trainer.accelerator", ACCELERATORS),
     ("trainer.devices", DEVICES),
     ("trainer.num_nodes", integer(1, example=1)),
     ("trainer.precision", PRECISIONS),
@@ -387,7 +398,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("callbacks", null_or(MAPPING)),
     ("callbacks.*", null_or(MAPPING)),
     ("callbacks.*._target_", target()),
-    ("callbacks.*.monitor", text("val/acc")),
+    ("callbacks.*.monitor", null_or(text("val/acc"))),
     ("callbacks.*.mode", choice("max", "min")),
     ("callbacks.model_checkpoint.dirpath", directory("outputs/train/runs/mine/checkpoints")),
     ("callbacks.model_checkpoint.save_top_k", integer(-1, example=1)),
