@@ -163,9 +163,13 @@ def test_unset_values_and_unresolvable_ones_are_named() -> None:
     assert line.startswith("data.batch_size=${oc.env:NO_SUCH_VARIABLE_SET}: cannot be resolved")
 
 
-def test_multirun_checks_fixed_values_now_and_swept_ones_per_job() -> None:
-    found = problems(["data.batch_size=0,64", "seed=-1"], multirun=True)
-    assert [line.split("=")[0] for line in found] == ["seed"]
+def test_multirun_checks_fixed_and_listed_sweep_values() -> None:
+    found = problems(["data.batch_size=0,64", "seed=-1", "model=cnn,mlp"], multirun=True)
+    assert found == [
+        "seed=-1: must be an integer from 0 to 4294967295 (e.g. seed=0)",
+        "data.batch_size=0: must be an integer >= 1 (e.g. data.batch_size=64)",
+    ]
+    assert problems(["trainer.max_epochs=range(1,3)", "model.optimizer.lr=0.1,0.01"]) == []
     if not HAS_SWEEPER:
         pytest.skip("the Optuna sweeper plugin is not installed")
     # A sweep makes a directory per job: none is planned (or removed) up front.

@@ -11,8 +11,9 @@ a rejected run creates nothing, so there is nothing to delete.
 
 Command lines that run no task (``--help``, ``--cfg``, ``--info``, shell completion) go
 straight to Hydra, as do those Hydra cannot compose (a mistyped key): its own error and the
-typo hints say more. In a multirun the swept values (``a=1,2`` or the sweeper's choices)
-are left out here; each job checks its own config when it starts (``cli/entry.py``).
+typo hints say more. In a multirun each value a listed sweep gives (``a=1,2``,
+``range(1,4)``) is checked by its key's rule here; the values a sweeper picks itself
+(Optuna's ``interval(...)``) are checked by each job when it starts (``cli/entry.py``).
 """
 
 import argparse
@@ -26,7 +27,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from ..runtime.schema import problems
+from ..runtime.schema import complaint, problems, rule_for
 
 # Hydra options after which no task runs, or which change where the config comes from.
 PASS_THROUGH = (
@@ -77,9 +78,25 @@ def check(
     before = hydra.cfg
     try:
         hydra.set_config(cfg)  # for ${hydra:...} values, such as paths.output_dir
-        return Planned(problems(cfg), run_dir)
+        return Planned(problems(cfg) + swept_problems(overrides), run_dir)
     finally:
         hydra.cfg = before
+
+
+def swept_problems(overrides: list[str]) -> list[str]:
+    """A line for each value a listed sweep (``seed=0,-1``, ``range(...)``) gives that
+    breaks the rule of its key."""
+    found = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        rule = rule_for(override.key_or_group)
+        if rule is None or rule.checked_elsewhere or not override.is_discrete_sweep():
+            continue
+        found += [
+            complaint(override.key_or_group, value, rule)
+            for value in override.sweep_iterator()
+            if not rule.ok(value)
+        ]
+    return found
 
 
 def composed(

@@ -177,9 +177,12 @@ def check(cfg: DictConfig, path: str, raw: Any, rule: Rule) -> tuple[str | None,
     except Exception as error:  # any resolver's failure: say which value and why
         lines = str(error).strip().splitlines() or [type(error).__name__]
         return f"{path}={_show(raw)}: cannot be resolved ({lines[0]})", None
-    if rule.ok(value):
-        return None, value
-    return f"{path}={_show(value)}: must be {rule.need} (e.g. {path}={rule.example})", value
+    return (None if rule.ok(value) else complaint(path, value, rule)), value
+
+
+def complaint(path: str, value: Any, rule: Rule) -> str:
+    """The line for ``path=value`` breaking ``rule``, with a value that meets it."""
+    return f"{path}={_show(value)}: must be {rule.need} (e.g. {path}={rule.example})"
 
 
 def leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
