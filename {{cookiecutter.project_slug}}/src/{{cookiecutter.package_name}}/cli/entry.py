@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -41,7 +41,7 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
     def wrap(task: Task) -> Callable[[], None]:
         fresh = Fresh()  # what existed before Hydra made the run directory
 
-        def refuse(message: str) -> None:
+        def refuse(message: str) -> NoReturn:
             log.error("error: %s", message)
             if HydraConfig.get().mode == RunMode.RUN:
                 fresh.discard(Path(HydraConfig.get().runtime.output_dir))
@@ -50,7 +50,7 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
         @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)
         @functools.wraps(task)
         def main(cfg: DictConfig) -> Any:
-            if found := problems(cfg):  # again: a multirun's swept values meet the schema here
+            if found := problems(cfg):  # what a sweeper picked (the rest was checked before)
                 refuse(report(found))
             try:
                 return task(cfg)  # a sweeper (e.g. Optuna) reads the returned value

@@ -7,7 +7,9 @@ run's ``.hydra/`` files and append to its log; removing them afterwards would ne
 which of them this process made. So the entry point composes the same config first
 (Hydra's compose API, the same overrides, the hydra node included so ``hydra.run.dir`` is
 checked too), checks it against ``runtime/schema.py``, and exits 1 before Hydra starts:
-a rejected run creates nothing, so there is nothing to delete.
+a rejected run creates nothing, so there is nothing to delete. (Mistakes only the task can
+see, such as a checkpoint that does not exist, come after Hydra started: ``cli/rundir.py``
+then removes the run directory if this run made it and wrote nothing there.)
 
 Command lines that run no task (``--help``, ``--cfg``, ``--info``, shell completion) go
 straight to Hydra, as do those Hydra cannot compose (a mistyped key): its own error and the
