@@ -87,3 +87,5 @@ def test_eval_of_missing_checkpoint_is_one_clear_line(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "error: checkpoint 'nowhere.ckpt' does not exist" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+    assert "hint:" not in result.stderr  # ckpt_path is a key, though its default is ???
+    assert list(tmp_path.iterdir()) == []  # the refused run's directory is removed

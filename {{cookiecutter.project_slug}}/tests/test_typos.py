@@ -22,6 +22,15 @@ def test_nearest_key_and_option_are_named() -> None:
     assert typos.nearest_names(CONFIG_DIR, "train", ["model=mlp", "model.net.hidden=[8]"]) == []
 
 
+def test_keys_whose_value_must_be_set_are_not_typos() -> None:
+    # ckpt_path: ??? in eval.yaml; a key with an unset value still exists.
+    assert typos.nearest_names(CONFIG_DIR, "eval", ["ckpt_path=x.ckpt", "seed=1"]) == []
+    assert typos.nearest_names(CONFIG_DIR, "predict", ["model_path=m.onnx", "inputs=x.npy"]) == []
+    assert typos.nearest_names(CONFIG_DIR, "eval", ["ckpt_pth=x.ckpt"]) == [
+        "no key 'ckpt_pth'; did you mean: ckpt_path?"
+    ]
+
+
 @pytest.mark.slow
 def test_cli_typo_prints_hydra_error_and_hint(tmp_path: Path) -> None:
     result = run_cli("train", "trainer.max_epoch=3", cwd=tmp_path)

@@ -5,14 +5,20 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from ..checkpoints.resume import run_dir
 from ..runtime.config import config_dir
+from ..runtime.schema import problems
 from .errors import UserError
+from .precheck import plan, report
+from .rundir import Fresh
 from .typos import nearest_names
 
 log = logging.getLogger(__name__)
@@ -33,21 +39,35 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
     OmegaConf.register_new_resolver("run_dir", run_dir, replace=True)
 
     def wrap(task: Task) -> Callable[[], None]:
+        fresh = Fresh()  # what existed before Hydra made the run directory
+
+        def refuse(message: str) -> NoReturn:
+            log.error("error: %s", message)
+            if HydraConfig.get().mode == RunMode.RUN:
+                fresh.discard(Path(HydraConfig.get().runtime.output_dir))
+            sys.exit(1)
+
         @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)
         @functools.wraps(task)
         def main(cfg: DictConfig) -> Any:
+            if found := problems(cfg):  # what a sweeper picked (the rest was checked before)
+                refuse(report(found))
             try:
                 return task(cfg)  # a sweeper (e.g. Optuna) reads the returned value
             except UserError as error:
                 if os.environ.get(DEBUG_ENV):
                     raise
-                log.error("error: %s", error)
-                sys.exit(1)
+                refuse(str(error))
 
         @functools.wraps(task)
         def main_with_hints() -> None:
             if takes_data_settings(config_name):
                 sys.argv[1:] = [as_addition(arg) for arg in sys.argv[1:]]
+            planned = plan(config_dir(), config_name, sys.argv[1:])
+            if planned.problems:  # refused before Hydra makes a run directory
+                print(f"error: {report(planned.problems)}", flush=True)
+                sys.exit(1)
+            fresh.note(planned.run_dir)
             try:
                 main()
             except SystemExit as stop:

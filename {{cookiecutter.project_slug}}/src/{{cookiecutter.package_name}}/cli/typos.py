@@ -53,9 +53,25 @@ def nearest_names(config_dir: Path, config_name: str, overrides: list[str]) -> l
         cfg = _compose(config_dir, config_name, choices)
         known = sorted({*_dotted(OmegaConf.to_container(cfg)), *groups})
         for key in keys:
-            if OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
+            if not has_key(cfg, key):
                 hints.append(_hint(f"key '{key}'", key, known))
     return hints
+
+
+def has_key(cfg: Any, key: str) -> bool:
+    """Whether dotted ``key`` names a key of ``cfg``, one whose value is ``???`` included.
+
+    (``OmegaConf.select(cfg, key, default=...)`` returns the default for a ``???`` value.)
+    """
+    node = cfg
+    for part in key.split("."):
+        # `part in node` would be False for a ??? value, so ask for the keys
+        in_dict = OmegaConf.is_dict(node) and part in node.keys()  # noqa: SIM118
+        in_list = OmegaConf.is_list(node) and part.isdigit() and int(part) < len(node)
+        if not (in_dict or in_list):
+            return False
+        node = OmegaConf.select(node, part, throw_on_missing=False)
+    return True
 
 
 def _hint(what: str, typed: str, valid: list[str]) -> str:

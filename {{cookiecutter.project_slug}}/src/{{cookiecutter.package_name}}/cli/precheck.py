@@ -1,0 +1,126 @@
+"""Check a command's config before Hydra makes its run directory.
+
+``@hydra.main`` creates the run directory, ``.hydra/`` and the log file before the task
+runs, and a resumed run's directory is the finished run's own. A check inside the task
+would leave a directory behind for every rejected run, and on a resume rewrite the finished
+run's ``.hydra/`` files and append to its log; removing them afterwards would need to know
+which of them this process made. So the entry point composes the same config first
+(Hydra's compose API, the same overrides, the hydra node included so ``hydra.run.dir`` is
+checked too), checks it against ``runtime/schema.py``, and exits 1 before Hydra starts:
+a rejected run creates nothing, so there is nothing to delete. (Mistakes only the task can
+see, such as a checkpoint that does not exist, come after Hydra started: ``cli/rundir.py``
+then removes the run directory if this run made it and wrote nothing there.)
+
+Command lines that run no task (``--help``, ``--cfg``, ``--info``, shell completion) go
+straight to Hydra, as do those Hydra cannot compose (a mistyped key): its own error and the
+typo hints say more. In a multirun each value a listed sweep gives (``a=1,2``,
+``range(1,4)``) is checked by its key's rule here; the values a sweeper picks itself
+(Optuna's ``interval(...)``) are checked by each job when it starts (``cli/entry.py``).
+"""
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra._internal.utils import get_args_parser
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
+from omegaconf import DictConfig, open_dict
+
+from ..runtime.schema import complaint, problems, rule_for
+
+# Hydra options after which no task runs, or which change where the config comes from.
+PASS_THROUGH = (
+    "help",
+    "hydra_help",
+    "cfg",
+    "info",
+    "shell_completion",
+    "experimental_rerun",
+    "config_path",
+    "config_name",
+    "config_dir",
+)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the command line asks for: its config's problems and the run directory."""
+
+    problems: list[str] = field(default_factory=list)
+    run_dir: Path | None = None  # a single run's; None for a multirun or when unknown
+
+
+def plan(config_dir: Path, config_name: str, argv: list[str]) -> Planned:
+    """Compose the config ``argv`` asks for and check it; nothing where Hydra should decide."""
+    if "--version" in argv:
+        return Planned()
+    parser = get_args_parser()
+    parser.exit_on_error = False
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except (argparse.ArgumentError, SystemExit):
+        return Planned()
+    if unknown or any(getattr(args, option, None) for option in PASS_THROUGH):
+        return Planned()
+    try:
+        return check(config_dir, config_name, args.overrides, multirun=args.multirun)
+    except Exception:  # Hydra reports it (and the hints follow) when the command runs
+        return Planned()
+
+
+def check(
+    config_dir: Path, config_name: str, overrides: list[str], *, multirun: bool = False
+) -> Planned:
+    """Compose ``config_name`` with ``overrides`` and check it against the schema."""
+    cfg, run_dir = composed(config_dir, config_name, overrides, multirun=multirun)
+    hydra = HydraConfig.instance()
+    before = hydra.cfg
+    try:
+        hydra.set_config(cfg)  # for ${hydra:...} values, such as paths.output_dir
+        return Planned(problems(cfg) + swept_problems(overrides), run_dir)
+    finally:
+        hydra.cfg = before
+
+
+def swept_problems(overrides: list[str]) -> list[str]:
+    """A line for each value a listed sweep (``seed=0,-1``, ``range(...)``) gives that
+    breaks the rule of its key."""
+    found = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        rule = rule_for(override.key_or_group)
+        if rule is None or rule.checked_elsewhere or not override.is_discrete_sweep():
+            continue
+        found += [
+            complaint(override.key_or_group, value, rule)
+            for value in override.sweep_iterator()
+            if not rule.ok(value)
+        ]
+    return found
+
+
+def composed(
+    config_dir: Path, config_name: str, overrides: list[str], multirun: bool
+) -> tuple[DictConfig, Path | None]:
+    """The config a run of ``overrides`` gets, with its ``hydra`` node, and its run directory."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    if multirun or any(o.is_sweep_override() for o in parsed):
+        overrides = [o.input_line for o in parsed if not o.is_sweep_override()]
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir)):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    multi = multirun or cfg.hydra.mode == RunMode.MULTIRUN
+    try:
+        output_dir = str(cfg.hydra.sweep.dir if multi else cfg.hydra.run.dir)
+    except Exception:  # left unresolved: problems() names the value
+        return cfg, None
+    with open_dict(cfg):  # as the run will see it
+        cfg.hydra.runtime.output_dir = output_dir
+    return cfg, None if multi else Path(output_dir)
+
+
+def report(found: list[str]) -> str:
+    """``config has N problems:`` and one indented line each."""
+    noun = "problem" if len(found) == 1 else "problems"
+    return "\n".join([f"config has {len(found)} {noun}:", *(f"  {line}" for line in found)])
