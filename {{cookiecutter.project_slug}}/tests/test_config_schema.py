@@ -100,7 +100,7 @@ BAD_VALUES = [
     ("trainer.max_epochs=abc", "an integer >= -1 (e.g. trainer.max_epochs=15)"),
     ("data.batch_size=0", "an integer >= 1 (e.g. data.batch_size=64)"),
     ("data.num_workers=-1", "an integer >= 0 (e.g. data.num_workers=0)"),
-    ("model.optimizer.lr=nan", "a finite number > 0 (e.g. model.optimizer.lr=0.003)"),
+    ("optimizer.lr=nan", "a finite number > 0 (e.g. optimizer.lr=0.003)"),
     ("seed=-1", "an integer from 0 to 4294967295 (e.g. seed=0)"),
     ("trainer.precision=half", "one of auto, 32-true, bf16-mixed, 16-mixed,"),
     ("trainer.devices=0", "one of auto, -1 or an integer >= 1 or"),
@@ -117,7 +117,7 @@ BAD_VALUES = [
 # The same keys again, with other bad values (a command line sets a key once).
 MORE_BAD_VALUES = [
     ("data.batch_size=-1", "an integer >= 1 (e.g. data.batch_size=64)"),
-    ("model.optimizer.lr=-1", "a finite number > 0 (e.g. model.optimizer.lr=0.003)"),
+    ("optimizer.lr=-1", "a finite number > 0 (e.g. optimizer.lr=0.003)"),
     ("seed=1099511627776", "an integer from 0 to 4294967295 (e.g. seed=0)"),
 ]
 
@@ -169,7 +169,7 @@ def test_multirun_checks_fixed_and_listed_sweep_values() -> None:
         "seed=-1: must be an integer from 0 to 4294967295 (e.g. seed=0)",
         "data.batch_size=0: must be an integer >= 1 (e.g. data.batch_size=64)",
     ]
-    assert problems(["trainer.max_epochs=range(1,3)", "model.optimizer.lr=0.1,0.01"]) == []
+    assert problems(["trainer.max_epochs=range(1,3)", "optimizer.lr=0.1,0.01"]) == []
     if not HAS_SWEEPER:
         pytest.skip("the Optuna sweeper plugin is not installed")
     # A sweep makes a directory per job: none is planned (or removed) up front.
@@ -214,7 +214,7 @@ def test_cli_lists_every_problem_and_leaves_no_run_directory(tmp_path: Path) -> 
         "train",
         "trainer.max_epochs=abc",
         "data.batch_size=0",
-        "model.optimizer.lr=nan",
+        "optimizer.lr=nan",
         "seed=1099511627776",
         f"hydra.run.dir={a_file}",
         cwd=tmp_path,

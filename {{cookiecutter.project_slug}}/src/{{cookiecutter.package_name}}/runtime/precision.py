@@ -6,8 +6,6 @@ with AVX512-BF16/AMX or Arm BF16), ``16-mixed`` with loss scaling on older CUDA 
 are refused with the fix.
 """
 
-import torch
-
 from ..cli.errors import UserError
 
 PRESETS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
@@ -54,6 +52,8 @@ def auto_precision(device: str, bf16: bool) -> str:
 
 def device_type(accelerator: str) -> str:
     """The device ``trainer.accelerator`` trains on, choosing as Lightning's ``auto`` does."""
+    import torch  # here, not at the top: the config check imports this module for PRESETS
+
     if accelerator in ("gpu", "cuda"):
         return "cuda"
     if accelerator != "auto":
@@ -65,6 +65,8 @@ def device_type(accelerator: str) -> str:
 
 def has_bf16(device: str) -> bool:
     """Whether ``device`` computes in bfloat16 natively (not emulated)."""
+    import torch
+
     if device == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
     if device == "cpu":
@@ -74,6 +76,8 @@ def has_bf16(device: str) -> bool:
 
 def cpu_has_bf16() -> bool:
     """oneDNN's own check: AVX512-BF16 or AMX on x86, BF16 on Arm."""
+    import torch
+
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a build without oneDNN

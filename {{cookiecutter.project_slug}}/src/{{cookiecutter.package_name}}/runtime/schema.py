@@ -19,7 +19,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.accelerators import AcceleratorRegistry
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
@@ -277,10 +276,10 @@ PREFIXES = Rule(
     "[my_models]",
     lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
 )
-# As Lightning takes them: auto, gpu, and its registry's names (plugins add theirs).
-ACCELERATORS = choice(
-    "auto", "cpu", "gpu", *sorted(set(AcceleratorRegistry.available_accelerators()) - {"cpu"})
-)
+# As Lightning 2.6 takes them: auto, gpu and its registry's names. Spelled out rather than
+# read from the registry: importing Lightning would cost every command (ONNX predict too)
+# seconds before its config is checked.
+ACCELERATORS = choice("auto", "cpu", "gpu", "cuda", "mps", "tpu", "xla")
 PRECISIONS = choice(*PRESETS, *ALIASES, *(int(a) for a in ALIASES if a.isdigit()))
 
 
@@ -305,6 +304,26 @@ def scheduler_rules(prefix: str) -> tuple[tuple[str, Rule], ...]:
 
 
 RULES: tuple[tuple[str, Rule], ...] = (
+    # the task a model learns: null follows the data (models/tasks.py)
+    ("model.task", null_or(MAPPING)),
+    ("model.task._target_", target()),
+    ("model.task.**", passed("the task class (model.task._target_)")),
+    # the sweep (configs/hparams_search/, sweeps/config.py checks the rest)
+    ("sweep.study", TASK_NAME),
+    ("sweep.direction", choice("maximize", "minimize")),
+    ("sweep.n_trials", integer(1, example=20)),
+    ("sweep.workers", integer(0, example=2)),
+    ("sweep.storage", text("sqlite")),
+    ("sweep.heartbeat_s", number(above=0.0, example=10)),
+    ("sweep.stale_after_s", number(above=0.0, example=120)),
+    ("sweep.worker", passed("the sweep command (set per worker)")),
+    ("sweep.sampler", null_or(MAPPING)),
+    ("sweep.sampler._target_", target()),
+    ("sweep.sampler.**", passed("the Optuna sampler (sweep.sampler._target_)")),
+    ("sweep.pruner", null_or(MAPPING)),
+    ("sweep.pruner._target_", target()),
+    ("sweep.pruner.**", passed("the Optuna pruner (sweep.pruner._target_)")),
+    ("sweep.params.**", passed("the sweep's search space (sweeps/space.py)")),
     # train.yaml, eval.yaml, export.yaml, predict.yaml, bench.yaml
     ("task_name", TASK_NAME),
     ("seed", SEED),
@@ -312,7 +331,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("ckpt_path", CHECKPOINT),
     ("init_from", CHECKPOINT),
     ("init_strict", flag()),
-    ("optimized_metric", null_or(text("val/acc"))),
+    ("optimized_metric", null_or(text("monitor"))),
     ("model_path", text("outputs/export/runs/<time>/model.onnx")),
     ("inputs", either(text("x.npy"), list_of(text("x.npy"), example="[a.png,more/]"))),
     ("output_path", text("out.csv")),
@@ -329,6 +348,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("bench.repeats", integer(1, example=5)),
     ("bench.data_batches", integer(1, example=200)),
     ("bench.startup_runs", integer(0, example=3)),
+    ("bench.command_runs", integer(0, example=1)),
+    ("bench.boundary_epochs", integer(2, example=8)),
     ("bench.clock", choice("wall", "cpu")),
     # paths/ and hydra/: directories the run writes into
     ("paths.output_dir", directory("outputs/train/runs/mine")),
@@ -341,6 +362,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("hydra.job_logging.**", passed("logging.config.dictConfig")),
     ("hydra.sweeper.**", passed("the Hydra sweeper plugin")),
     ("hydra.launcher.**", passed("the Hydra launcher plugin")),
+    ("hydra.callbacks.**", passed("Hydra's callbacks (runtime/run_start.py)")),
     # data/: every data module's settings (data.* of eval/export override the checkpoint's)
     ("data", MAPPING),
     ("data._target_", target()),
@@ -362,6 +384,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("data.channels", choice(1, 3, example=3)),
     ("data.crop_padding", integer(0, example=4)),
     ("data.flip", flag()),
+    ("data.cache_decoded", flag()),
     # model/, optimizer/, scheduler/ (today's model.optimizer and the optimizer group alike)
     ("model._target_", target()),
     ("model.num_classes", null_or(integer(1, example=10))),
@@ -391,6 +414,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("trainer.log_every_n_steps", integer(1, example=10)),
     ("trainer.deterministic", either(flag(), choice("warn"))),
     ("trainer.enable_model_summary", flag()),
+    ("trainer.enable_progress_bar", flag()),
     ("trainer.fast_dev_run", either(flag(), integer(0, example=1))),
     ("trainer.limit_*_batches", null_or(BATCHES)),
     ("trainer.overfit_batches", BATCHES),
@@ -401,8 +425,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("callbacks", null_or(MAPPING)),
     ("callbacks.*", null_or(MAPPING)),
     ("callbacks.*._target_", target()),
-    ("callbacks.*.monitor", null_or(text("val/acc"))),
-    ("callbacks.*.mode", choice("max", "min")),
+    ("callbacks.*.monitor", null_or(text("monitor"))),
+    ("callbacks.*.mode", null_or(choice("max", "min"))),  # null: the task's mode
     ("callbacks.model_checkpoint.dirpath", directory("outputs/train/runs/mine/checkpoints")),
     ("callbacks.model_checkpoint.save_top_k", integer(-1, example=1)),
     ("callbacks.model_checkpoint.last_every_n_steps", integer(0, example=0)),
