@@ -138,7 +138,10 @@ def check_ranks(probe_dir: Path, epochs: list[int], tmp_path: Path) -> dict[str,
     # Validation metrics were reduced over both shards: every rank got the full-set value.
     assert finals[0]["val"] == finals[1]["val"]
     digits = module("data").DigitsDataModule(seed=0)
-    model = module("models.build").build_model(compose_config(tmp_path).model, digits.info)
+    cfg = compose_config(tmp_path)
+    model = module("models.build").build_model(
+        cfg.model, digits.info, optimizer=cfg.optimizer, scheduler=cfg.scheduler
+    )
     model.load_state_dict(finals[0]["state_dict"])
     model.eval()
     datamodule = module("data").DigitsDataModule(seed=0)

@@ -177,7 +177,8 @@ def test_two_workers_share_one_study(tmp_path: Path) -> None:
     assert best["trials"] == {"complete": 4, "pruned": 0, "fail": 0, "running": 0}
     assert f"best trial {study.best_trial.number}: monitor {study.best_value:.4f}\n" in output
     lr = study.best_params["optimizer.lr"]
-    assert f"  optimizer.lr                  {lr:.4g}\n" in output
+    width = max(map(len, PARAMS))  # names are aligned in one column
+    assert f"  {'optimizer.lr':<{width}}  {lr:.4g}\n" in output
     # Only the sweep's lines: no colour codes, Optuna/alembic/Lightning chatter or progress bars.
     for noise in ("\x1b[", "[I ", "alembic", "Context impl", "A new study", "INFO", "Epoch "):
         assert noise not in output, noise

@@ -128,11 +128,14 @@ def test_resume_reads_the_checkpoint_once(
 
 
 def digest(run_dir: Path) -> dict[str, str]:
-    """Every file of the run and its hash; Hydra's own .hydra/ notes of the last command aside."""
+    """Every file of the run and its hash; Hydra's own .hydra/ notes of the last command and
+    the run lock (it names the pid of whoever last held it) aside."""
     return {
         str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(run_dir.rglob("*"))
-        if p.is_file() and ".hydra" not in p.relative_to(run_dir).parts and p.name != "train.log"
+        if p.is_file()
+        and ".hydra" not in p.relative_to(run_dir).parts
+        and p.name not in ("train.log", ".run.lock")
     }
 
 
