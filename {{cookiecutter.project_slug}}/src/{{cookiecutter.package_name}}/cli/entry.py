@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..checkpoints.resume import run_dir
 from ..runtime.config import config_dir
+from ..runtime.quiet import quiet_third_party
 from .errors import UserError
 from .typos import nearest_names
 
@@ -36,6 +37,7 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
         @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)
         @functools.wraps(task)
         def main(cfg: DictConfig) -> Any:
+            quiet_third_party()
             try:
                 return task(cfg)  # a sweeper (e.g. Optuna) reads the returned value
             except UserError as error:
