@@ -65,8 +65,9 @@ class ProgressDisplay(ProgressBar):
         self._last_loss = float("nan")
         self._shown: tuple[str, ...] = ()  # the task's validation loss and monitored metric
         # The epoch whose batches are done and whose line waits for its logged figures:
-        # (name, steps/s), written at the next epoch's start or at the end of training.
-        self._finished: tuple[str, float] | None = None
+        # (name, steps/s, validated), written at the next epoch's start or at the end of training.
+        self._finished: tuple[str, float, bool] | None = None
+        self._validated = False  # whether validation ran in this epoch (else val_ is stale)
 
     # Lightning turns the bar off on ranks other than 0 through these two.
     def disable(self) -> None:
@@ -110,6 +111,7 @@ class ProgressDisplay(ProgressBar):
         self._epoch_start = self._window_start = self._last_line = now
         self._epoch_steps = self._window_steps = 0
         self._val_seconds = 0.0
+        self._validated = False
         self._losses.clear()
         self._loss_sum, self._loss_count = None, 0
         if self._bar is not None:
@@ -155,13 +157,15 @@ class ProgressDisplay(ProgressBar):
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not trainer.sanity_checking:
             self._val_seconds += time.perf_counter() - self._val_start
+            self._validated = True
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self._enabled:
             return
         seconds = time.perf_counter() - self._epoch_start - self._val_seconds
         self._read_losses()
-        self._finished = (self._epoch_name(trainer), self._epoch_steps / max(seconds, 1e-9))
+        rate = self._epoch_steps / max(seconds, 1e-9)
+        self._finished = (self._epoch_name(trainer), rate, self._validated)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if self._enabled:
@@ -180,12 +184,12 @@ class ProgressDisplay(ProgressBar):
         """The line of the epoch just finished, once; its figures are logged by now."""
         if self._finished is None:
             return
-        name, rate = self._finished
+        name, rate, validated = self._finished
         self._finished = None
         metrics = trainer.callback_metrics
         # The module's epoch loss; a module that logs none gets the mean of its step losses.
         parts = [f"loss {self._metric(metrics, f'{TRAIN}/{LOSS}', self._last_loss):.4f}"]
-        for shown in self._shown:
+        for shown in self._shown if validated else ():
             if shown in metrics:
                 parts.append(f"{shown.replace('/', '_')} {self._metric(metrics, shown):.4f}")
         parts.append(f"{rate:,.0f} steps/s")

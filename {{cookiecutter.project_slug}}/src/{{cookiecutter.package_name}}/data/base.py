@@ -34,11 +34,11 @@ from typing import Any
 import torch
 from lightning import LightningDataModule
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from ..cli.errors import UserError
 from .info import DataInfo
-from .loading import in_memory_loader
+from .loading import ResumableDataLoader, in_memory_loader
 from .sampling import EpochBatchSampler, InOrderBatchSampler, TensorPairs
 
 log = logging.getLogger(__name__)
@@ -275,7 +275,7 @@ class BaseDataModule(LightningDataModule):
         if workers == 0 and not per_sample:
             return in_memory_loader(self._splits[split], sampler, device)
         dataset = SplitSamples(self, split, train=shuffle)
-        return DataLoader(
+        return ResumableDataLoader(
             dataset,
             sampler=sampler,
             batch_size=None,  # the sampler yields whole batches of indices

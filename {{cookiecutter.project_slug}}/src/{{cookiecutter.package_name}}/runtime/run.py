@@ -10,6 +10,7 @@ from lightning import Callback, LightningDataModule, LightningModule, Trainer, s
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
+from ..callbacks.checkpoint import PreemptibleCheckpoint
 from ..callbacks.logger_runs import LoggerRuns, continue_logger_runs
 from ..callbacks.step_hooks import skip_unused_step_hooks
 from ..cli.errors import UserError
@@ -71,6 +72,9 @@ def build_trainer(
         **{"precision": precision, "use_distributed_sampler": False, **overrides},
     )
     skip_unused_step_hooks(trainer.callbacks)  # including those Lightning added itself
+    for callback in trainer.callbacks:
+        if isinstance(callback, PreemptibleCheckpoint):
+            callback.continues_run = resumed is not None
     if trainer.is_global_zero and announce_precision:
         log.info("precision: %s (trainer.precision=%s)", trainer.precision, cfg.trainer.precision)
     return trainer
