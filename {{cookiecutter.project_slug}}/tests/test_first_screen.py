@@ -78,7 +78,8 @@ def test_early_stopping_says_when_and_why(tmp_path: Path) -> None:
     result = run_cli("train", "trainer.max_epochs=6", "logger=csv", *stop_early, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (
-        "early stopping: stopped after epoch 1/5: val/loss did not improve for 1 validations"
+        "early stopping: stopped after epoch 1/5; val/loss has not improved for 1 "
+        "validations, since epoch 0"
         in result.stdout
     )
     [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()

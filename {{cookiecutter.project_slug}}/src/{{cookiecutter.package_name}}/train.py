@@ -108,7 +108,7 @@ def train(
     fit_seconds = time.perf_counter() - fit_started
     epochs = list(history.epochs)  # testing a checkpoint restores the history saved in it
     best_epoch = (best_row(epochs, task.monitor, task.mode) or {}).get("epoch")
-    stop = early_stop(trainer, best_epoch)
+    stop = early_stop(trainer, epochs)
     if stop is not None and trainer.is_global_zero:
         log.info("%s", stop_message(stop, trainer.max_epochs))
 
