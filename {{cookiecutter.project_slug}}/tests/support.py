@@ -4,8 +4,8 @@ The package is found from ``src/`` so no test file hard-codes its name.
 """
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from importlib import import_module

@@ -10,7 +10,9 @@ import pytest
 from support import foreign_warnings, module, read_json, run_cli
 
 FIELDS = module("cli.header").FIELDS
-EPOCH = re.compile(r"^epoch (\d+)/(\d+)  loss (\S+)  val_loss (\S+)  val_acc (\S+)  [\d,]+ steps/s$")
+EPOCH = re.compile(
+    r"^epoch (\d+)/(\d+)  loss (\S+)  val_loss (\S+)  val_acc (\S+)  [\d,]+ steps/s$"
+)
 FIRST_SCREEN = 25  # lines
 
 
@@ -58,9 +60,7 @@ def test_default_train_then_resume_first_screen(tmp_path: Path) -> None:
     ]
 
     # Resumed for one more epoch: continues the same run, no warning either.
-    resumed = run_cli(
-        "train", "trainer.max_epochs=4", "logger=csv", "ckpt_path=last", cwd=tmp_path
-    )
+    resumed = run_cli("train", "trainer.max_epochs=4", "logger=csv", "ckpt_path=last", cwd=tmp_path)
     output = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, output[-3000:]
     assert foreign_warnings(output) == []
@@ -79,8 +79,7 @@ def test_early_stopping_says_when_and_why(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert (
         "early stopping: stopped after epoch 1/5; val/loss has not improved for 1 "
-        "validations, since epoch 0"
-        in result.stdout
+        "validations, since epoch 0" in result.stdout
     )
     [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()
     stop = read_json(run_dir / "metrics.json")["early_stop"]

@@ -25,7 +25,9 @@ def deterministic_parts(lines: list[str]) -> dict[str, list[str]]:
         "stop": [line for line in lines if line.startswith("early stopping:")],
         "summary rows": [m.group(1) for line in lines if (m := SUMMARY_ROW.match(line))],
         "summary columns": [line for line in lines if line.startswith("┃ metric")],
-        "counts": [line for line in lines if line.startswith(("epochs / steps", "best checkpoint  "))],
+        "counts": [
+            line for line in lines if line.startswith(("epochs / steps", "best checkpoint  "))
+        ],
     }
 
 

@@ -15,7 +15,8 @@ def table(results: dict[str, Any]) -> list[str]:
         row("plain PyTorch loop", f"{loop['plain_steps_per_s']:.1f} steps/s"),
         row(
             "bare Lightning",
-            f"{loop['bare_lightning_steps_per_s']:.1f} steps/s (no callbacks, loggers, checkpoints)",
+            f"{loop['bare_lightning_steps_per_s']:.1f} steps/s "
+            "(no callbacks, loggers, checkpoints)",
         ),
         row("project loop (Lightning)", f"{loop['lightning_steps_per_s']:.1f} steps/s"),
         row("project / bare Lightning", target_verdict(loop)),

@@ -70,6 +70,8 @@ def describe_model(model: LightningModule) -> str:
 def shown_path(path: Path) -> str:
     """``path`` relative to the working directory when inside it (shorter), else absolute."""
     try:
-        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
+        return (
+            os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
+        )
     except ValueError:
         return str(path)

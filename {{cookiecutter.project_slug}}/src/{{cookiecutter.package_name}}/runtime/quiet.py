@@ -20,7 +20,10 @@ LIGHTNING_INFO = (
     # printed before the last epoch's line, which says the same (epoch 14/14)
     "`Trainer.fit` stopped: `max_epochs=",
 )
-LIGHTNING_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+LIGHTNING_LOGGERS = (
+    "lightning.pytorch.utilities.rank_zero",
+    "lightning.fabric.utilities.rank_zero",
+)
 
 
 class DropLines(logging.Filter):

@@ -42,7 +42,9 @@ def choose_threads(setting: object, devices: object = None) -> Threads:
         cores = available_cores()
         processes = local_processes(devices)
         plural = "es" if processes > 1 else ""
-        return Threads(max(1, cores // processes), f"auto: {cores} cores / {processes} process{plural}")
+        return Threads(
+            max(1, cores // processes), f"auto: {cores} cores / {processes} process{plural}"
+        )
     if isinstance(setting, int) and not isinstance(setting, bool) and setting >= 1:
         return Threads(setting, "threads=" + str(setting))
     raise UserError(
