@@ -133,6 +133,8 @@ EXPECTED_FILES = {
     "src/digits_classifier/runtime/config.py",
     "src/digits_classifier/cli/console.py",
     "src/digits_classifier/cli/header.py",
+    "src/digits_classifier/models/onnx_runner.py",
+    "src/digits_classifier/benchmarks/commands.py",
     "src/digits_classifier/runtime/csv_logger.py",
     "src/digits_classifier/cli/entry.py",
     "src/digits_classifier/cli/errors.py",
