@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,11 @@ FIGURES = {
         "lightning_steps_per_s",
         "ratio",
         "overhead_us_per_step",
-        "target_ratio",
+        "target_over_bare",
         "bare_lightning_steps_per_s",
         "bare_ratio",
+        "over_bare_ratio",
+        "over_bare_us_per_step",
         "plain_runs",
         "lightning_runs",
         "bare_lightning_runs",
@@ -86,6 +89,8 @@ def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Pa
                 "overhead_us_per_step",
                 "bare_lightning_steps_per_s",
                 "bare_ratio",
+                "over_bare_ratio",
+                "over_bare_us_per_step",
             )
         ),
         results["data"]["batches_per_s"],
@@ -99,4 +104,7 @@ def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Pa
     assert results["precision"] is None  # fp32 against mixed precision runs on CUDA only
     assert not list(run_dir.rglob("*.ckpt"))  # checkpoints are not part of the timed loop
     assert "above import lightning" in result.stdout  # the printed table
+    # The target (against bare Lightning) has a verdict; the plain-loop ratio is information.
+    assert re.search(r"project / bare Lightning +\d\.\d{3} \(target >= 0\.97: (met|missed)\)", result.stdout)
+    assert "project / plain loop" in result.stdout and "(information:" in result.stdout
     assert f"bench.json: {run_dir.resolve() / 'bench.json'}" in result.stdout

@@ -5,6 +5,7 @@ The package is found from ``src/`` so no test file hard-codes its name.
 
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib import import_module
@@ -150,3 +151,13 @@ def write_image_folder(
             image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
             image.save(folder / f"{index:04d}.png")
     return root
+
+
+# A warning printed by Python's warnings module (Lightning's rank_zero_warn included):
+# ``/path/to/file.py:123: message``. The project's own warnings go through logging.
+WARNING_LINE = re.compile(r"\.py:\d+: |Warning: ")
+
+
+def foreign_warnings(output: str) -> list[str]:
+    """The lines of ``output`` that are warnings from outside the project's own logging."""
+    return [line for line in output.splitlines() if WARNING_LINE.search(line)]

@@ -68,3 +68,13 @@ def test_bench_runs_on_other_data_through_the_contract(tmp_path: Path, data: str
 def test_bad_bench_option_is_one_clear_error(tmp_path: Path, override: str, message: str) -> None:
     with pytest.raises(UserError, match=re.escape(message)):
         bench.bench(compose_config(tmp_path, [*TINY, override], "bench"))
+
+
+def test_bench_targets_have_verdicts_and_negative_overheads_are_explained() -> None:
+    report = module("benchmarks.report")
+    loop = {"over_bare_ratio": 0.981, "target_over_bare": 0.97}
+    assert report.target_verdict(loop) == "0.981 (target >= 0.97: met)"
+    assert report.target_verdict({**loop, "over_bare_ratio": 0.95}).endswith(": missed)")
+    assert report.overhead(23.4, "over bare Lightning") == "23 us/step over bare Lightning"
+    negative = report.overhead(-1453.0, "over the plain loop")
+    assert negative.startswith("not measurable (-1453 us/step over the plain loop: the machine")

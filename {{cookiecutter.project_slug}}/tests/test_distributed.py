@@ -20,7 +20,7 @@ import torch
 from torch.nn import functional
 from torchmetrics.classification import MulticlassAccuracy
 
-from support import PACKAGE, ROOT, compose_config, module, read_json
+from support import PACKAGE, ROOT, compose_config, foreign_warnings, module, read_json
 
 pytestmark = pytest.mark.slow
 
@@ -171,6 +171,7 @@ def test_ddp_cpu_two_processes_then_resume(tmp_path: Path) -> None:
         f"paths.root_dir={tmp_path / 'first'}",
     )  # fmt: skip
     finish([first], [log])
+    assert foreign_warnings(log.read_text()) == []  # sync_dist advice included
     [run_dir] = (tmp_path / "first" / "outputs" / "train" / "runs").iterdir()
     metrics = read_json(run_dir / "metrics.json")
     assert metrics["world_size"] == WORLD

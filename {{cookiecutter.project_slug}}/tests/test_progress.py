@@ -53,3 +53,18 @@ def test_live_bar_runs_and_stops(tmp_path: Path, caplog: pytest.LogCaptureFixtur
     progress = ProgressDisplay(live=True)
     assert fit_with(progress, tmp_path, caplog) == []  # the bar draws, nothing is logged
     assert progress._bar is None  # stopped at the end of training
+
+
+def test_live_bar_still_writes_every_epoch_line_to_the_log_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log_file = tmp_path / "train.log"
+    handler = logging.FileHandler(log_file)
+    logging.getLogger().addHandler(handler)
+    try:
+        fit_with(ProgressDisplay(live=True), tmp_path, caplog)
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    lines = log_file.read_text().splitlines()
+    assert [LINE.search(line).group(1) for line in lines if LINE.search(line)] == ["0", "1", "2"]

@@ -31,6 +31,7 @@ from support import (
     ROOT,
     cli_env,
     compose_config,
+    foreign_warnings,
     loss_logging,
     module,
     run_cli,
@@ -99,6 +100,9 @@ def the_run_dir(cwd: Path) -> Path:
 def resume_and_compare(cwd: Path, losses: Path, reference: Path, *extra: str) -> Path:
     result = run_cli("train", *ARGS, *loss_logging(losses), *extra, "ckpt_path=last", cwd=cwd)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    # A mid-epoch resume: Lightning's "dataloader is not resumable" and "checkpoint
+    # directory is not empty" warnings do not apply, and do not show.
+    assert foreign_warnings(result.stdout + result.stderr) == []
     run_dir = the_run_dir(cwd)  # the resumed run wrote into the same directory
     expected = torch.load(reference / "checkpoints" / "last.ckpt", weights_only=True)
     actual = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
@@ -120,6 +124,8 @@ def test_sigterm_saves_a_checkpoint_exits_cleanly_and_resumes_exactly(
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     assert checkpoint["global_step"] == stopped_at  # nothing lost
     assert "stopped by SIGTERM" in output
+    assert "weights_only" not in output
+    assert foreign_warnings(output) == []
     assert not (run_dir / "metrics.json").exists()
 
     resume_and_compare(tmp_path, losses, reference)

@@ -44,7 +44,10 @@ from .runtime.run import build_parts, model_for, prepare_run
 
 log = logging.getLogger(__name__)
 
-TARGET_RATIO = 0.90  # the project loop's steps/s over the plain loop's
+# The target: the project loop's steps/s over bare Lightning's (what the project adds to
+# Lightning). Against the plain loop the ratio is information: it includes Lightning's
+# own cost, which no project setting removes (about 0.87 for the default CNN, 1 thread).
+TARGET_OVER_BARE = 0.97
 TARGET_ABOVE_IMPORT_S = 1.5  # time to first step minus `python -c "import lightning"`
 TARGET_BOUNDARY_STEPS = 2.0  # an epoch boundary's extra time, in steps of the model
 
@@ -81,7 +84,7 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
     device, precision = trainer.strategy.root_device, trainer.precision
     clock = pick_clock(options.clock, device)
     loop = compare_loops(cfg, fresh_model, datamodule, device, precision, clock)
-    loop["target_ratio"] = TARGET_RATIO
+    loop["target_over_bare"] = TARGET_OVER_BARE
     data_seconds = data_loop(datamodule, device, options.data_batches, clock)
     data = data_verdict(options.data_batches / data_seconds, loop["lightning_steps_per_s"])
     boundary = epoch_boundary(cfg, fresh_model(), datamodule, options.boundary_epochs, clock)
@@ -163,6 +166,8 @@ def compare_loops(
         "overhead_us_per_step": median_overhead_us(plain, real),
         "bare_lightning_steps_per_s": statistics.median(bare),
         "bare_ratio": median_ratio(plain, bare),
+        "over_bare_ratio": median_ratio(bare, real),
+        "over_bare_us_per_step": median_overhead_us(bare, real),
         "plain_runs": plain,
         "lightning_runs": real,
         "bare_lightning_runs": bare,

@@ -23,18 +23,21 @@ from .checkpoints.card import DescribeCheckpoint
 from .checkpoints.io import hand_over, load_checkpoint, load_weights
 from .checkpoints.resume import resume_path
 from .checkpoints.run_settings import command_line_overrides, keep_run_settings
-from .cli.console import log_config
+from .cli.console import log_config, log_file_names
 from .cli.entry import command
 from .cli.errors import UserError
+from .cli.header import run_header
 from .cli.hints import explain_failures
 from .data.adapters import warn_if_plain
 from .models.tasks import Task
 from .reporting.plots import write_plots
-from .reporting.summary import objective, summarize, summary_table
+from .reporting.stopping import early_stop, stop_message
+from .reporting.summary import best_row, objective, summarize, summary_table
 from .runtime.files import write_json
 from .runtime.run import as_floats, build_parts, build_trainer, distributed_sampler, prepare_run
 from .runtime.signals import StopAfterStep, stopped_by_signal
 from .runtime.slurm import arm_requeue, requeue_if_asked
+from .runtime.threads import apply_threads, choose_threads
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +57,16 @@ def train(
     if resumed is not None:
         explicit = command_line_overrides() if overrides is None else overrides
         keep_run_settings(cfg, resumed, explicit, str(ckpt_path))
-    seed_everything(cfg.seed, workers=True)  # the model's initial weights depend on it
+    threads = choose_threads(cfg.get("threads"), cfg.trainer.get("devices"))
+    apply_threads(threads)  # results differ in the last bits between thread counts
+    seed_everything(cfg.seed, workers=True, verbose=False)  # the initial weights depend on it
     datamodule, model, info = build_parts(cfg)
     if resumed is not None:  # the weights must fit; fit restores these same ones
         load_weights(model, resumed, ckpt_path)
     if init_from is not None:
         initialise(model, init_from, cfg.init_from, strict=cfg.init_strict)
     run_dir = prepare_run(cfg)  # only now, with everything checked, is anything written
-    log_config(cfg)
+    log_config(cfg)  # to train.log; the screen gets the header below
     warn_if_plain(datamodule)
     history = MetricHistory()
     extra = [history, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
@@ -73,7 +78,22 @@ def train(
         resumed=resumed,
         task=task,
         use_distributed_sampler=distributed_sampler(datamodule),
+        announce_precision=False,
     )
+    if trainer.is_global_zero:
+        header = run_header(
+            data_name=type(datamodule).__name__,
+            info=info,
+            task=task,
+            model=model,
+            trainer=trainer,
+            threads=threads,
+            precision_setting=str(cfg.trainer.precision),
+            seed=cfg.seed,
+            run_dir=run_dir,
+            log_name=(log_file_names() or ["the log file"])[0],
+        )
+        log.info("%s", "\n".join(header))
     if resumed is not None:  # fit reads the checkpoint loaded above, not the file again
         hand_over(trainer, ckpt_path, resumed)
 
@@ -87,6 +107,10 @@ def train(
         return stopped_by_signal(trainer, run_dir)
     fit_seconds = time.perf_counter() - fit_started
     epochs = list(history.epochs)  # testing a checkpoint restores the history saved in it
+    best_epoch = (best_row(epochs, task.monitor, task.mode) or {}).get("epoch")
+    stop = early_stop(trainer, epochs)
+    if stop is not None and trainer.is_global_zero:
+        log.info("%s", stop_message(stop, trainer.max_epochs))
 
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint else ""
@@ -107,8 +131,16 @@ def train(
     wall_seconds = time.perf_counter() - started
     steps = trainer.global_step
     metrics |= summarize(epochs, steps, fit_seconds, wall_seconds, task.monitor, task.mode)
+    metrics["early_stop"] = stop
     if trainer.is_global_zero:
-        write_plots(run_dir / "plots", epochs, task, confusion.matrix if confusion else None)
+        write_plots(
+            run_dir / "plots",
+            epochs,
+            task,
+            confusion.matrix if confusion else None,
+            best_epoch=best_epoch,
+            stopped_epoch=stop["epoch"] if stop else None,
+        )
         write_json(run_dir / "metrics.json", metrics)
         report(run_dir, metrics)
     return metrics

@@ -47,6 +47,8 @@ class PreemptibleCheckpoint(ModelCheckpoint):
         self._lightning_last_writes = 0  # times Lightning itself wrote last.ckpt
         self._step_in_last = -1  # the global step last.ckpt was last written at
         self._step_seen = -1  # the global step at the previous batch end
+        # Set by build_trainer for a resumed run, whose directory holds its checkpoints.
+        self.continues_run = False
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
@@ -80,7 +82,13 @@ class PreemptibleCheckpoint(ModelCheckpoint):
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
         if isinstance(exception, SIGTERMException) and self.dirpath is not None:
-            trainer.save_checkpoint(self.last_path)
+            trainer.save_checkpoint(self.last_path, self.save_weights_only)
+
+    def _ModelCheckpoint__warn_if_dir_not_empty(self, dirpath: Any) -> None:  # noqa: N802
+        # Lightning's check that a new run does not mix its checkpoints with another's. A
+        # resumed run continues in its own run directory: its checkpoints belong there.
+        if not self.continues_run:
+            super()._ModelCheckpoint__warn_if_dir_not_empty(dirpath)  # type: ignore[misc]
 
     def _save_last_checkpoint(
         self, trainer: Trainer, monitor_candidates: dict[str, Tensor]

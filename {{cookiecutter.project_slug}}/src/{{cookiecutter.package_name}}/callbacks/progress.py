@@ -3,6 +3,12 @@
 Per step the bar only counts and keeps a reference to the loss tensor. Values are read
 from the device (one host sync) at refresh points only, so the bar costs next to nothing
 per step and does not stall an asynchronous GPU.
+
+Each epoch's line shows that epoch's own figures, the ones ``metrics.csv`` and the run
+summary hold. Lightning calls callbacks' ``on_train_epoch_end`` before the
+LightningModule's, which logs the epoch's training loss, so the line is written once the
+epoch is over: when the next one starts or training ends. The log file gets every epoch
+line, with or without the live bar.
 """
 
 import logging
@@ -16,6 +22,7 @@ from lightning.pytorch.callbacks import ProgressBar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..cli.console import log_to_files
 from ..models.tasks import LOSS, TRAIN, VAL
 
 log = logging.getLogger(__name__)
@@ -57,6 +64,10 @@ class ProgressDisplay(ProgressBar):
         self._last_line = 0.0
         self._last_loss = float("nan")
         self._shown: tuple[str, ...] = ()  # the task's validation loss and monitored metric
+        # The epoch whose batches are done and whose line waits for its logged figures:
+        # (name, steps/s, validated), written at the next epoch's start or at the end of training.
+        self._finished: tuple[str, float, bool] | None = None
+        self._validated = False  # whether validation ran in this epoch (else val_ is stale)
 
     # Lightning turns the bar off on ranks other than 0 through these two.
     def disable(self) -> None:
@@ -95,10 +106,12 @@ class ProgressDisplay(ProgressBar):
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self._enabled:
             return
+        self._write_finished(trainer)
         now = time.perf_counter()
         self._epoch_start = self._window_start = self._last_line = now
         self._epoch_steps = self._window_steps = 0
         self._val_seconds = 0.0
+        self._validated = False
         self._losses.clear()
         self._loss_sum, self._loss_count = None, 0
         if self._bar is not None:
@@ -144,31 +157,48 @@ class ProgressDisplay(ProgressBar):
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not trainer.sanity_checking:
             self._val_seconds += time.perf_counter() - self._val_start
+            self._validated = True
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self._enabled:
             return
         seconds = time.perf_counter() - self._epoch_start - self._val_seconds
         self._read_losses()
-        metrics = trainer.callback_metrics
-        parts = [f"loss {self._metric(metrics, f'{TRAIN}/{LOSS}', self._last_loss):.4f}"]
-        for name in self._shown:
-            if name in metrics:
-                parts.append(f"{name.replace('/', '_')} {self._metric(metrics, name):.4f}")
-        parts.append(f"{self._epoch_steps / max(seconds, 1e-9):,.0f} steps/s")
-        stats = "  ".join(parts)
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self._epoch_steps, stats=stats)
-        else:
-            log.info("%s  %s", self._epoch_name(trainer), stats)
+        rate = self._epoch_steps / max(seconds, 1e-9)
+        self._finished = (self._epoch_name(trainer), rate, self._validated)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self._enabled:
+            self._write_finished(trainer)
         self._stop()
 
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
+        # A stop signal after an epoch's last batch: that epoch's line is still due.
+        if self._enabled:
+            self._write_finished(trainer)
         self._stop()
+
+    def _write_finished(self, trainer: Trainer) -> None:
+        """The line of the epoch just finished, once; its figures are logged by now."""
+        if self._finished is None:
+            return
+        name, rate, validated = self._finished
+        self._finished = None
+        metrics = trainer.callback_metrics
+        # The module's epoch loss; a module that logs none gets the mean of its step losses.
+        parts = [f"loss {self._metric(metrics, f'{TRAIN}/{LOSS}', self._last_loss):.4f}"]
+        for shown in self._shown if validated else ():
+            if shown in metrics:
+                parts.append(f"{shown.replace('/', '_')} {self._metric(metrics, shown):.4f}")
+        parts.append(f"{rate:,.0f} steps/s")
+        stats = "  ".join(parts)
+        if self._bar is None:
+            log.info("%s  %s", name, stats)
+            return
+        self._bar.update(self._task, completed=self._epoch_steps, stats=stats)
+        log_to_files(log, f"{name}  {stats}")  # the bar is on the screen only
 
     def _stop(self) -> None:
         if self._bar is not None:

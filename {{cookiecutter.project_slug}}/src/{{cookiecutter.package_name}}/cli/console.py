@@ -1,11 +1,12 @@
 """Rich renderings (trees, tables) as plain text, so they go through logging.
 
 Logging writes them to the console and to the run's log file alike: one path for all
-user-facing output.
+user-facing output. What only the record needs (the full config) goes to the log files.
 """
 
 import logging
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.utilities import rank_zero_only
@@ -48,5 +49,25 @@ def _add(parent: Tree, key: Any, value: Any) -> None:
 
 @rank_zero_only
 def log_config(cfg: DictConfig) -> None:
-    """Log the resolved config as a tree (rank 0 only); config.yaml holds the same."""
-    log.info("%s", as_text(config_tree(cfg)))
+    """Write the resolved config as a tree to the log files (rank 0 only), not the screen.
+
+    ``config.yaml`` in the run directory holds the same; the screen gets a short header.
+    """
+    log_to_files(log, as_text(config_tree(cfg)))
+
+
+def log_to_files(logger: logging.Logger, message: str) -> None:
+    """Log ``message`` at INFO to the file handlers ``logger`` reaches, not the console."""
+    record = logger.makeRecord(logger.name, logging.INFO, __file__, 0, message, None, None)
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if isinstance(handler, logging.FileHandler) and record.levelno >= handler.level:
+                handler.handle(record)
+        current = current.parent if current.propagate else None
+
+
+def log_file_names() -> list[str]:
+    """The names of the files the root logger writes to (e.g. ``train.log``)."""
+    handlers = logging.getLogger().handlers
+    return [Path(h.baseFilename).name for h in handlers if isinstance(h, logging.FileHandler)]

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..checkpoints.resume import run_dir
 from ..runtime.config import config_dir
 from ..runtime.schema import problems
+from ..runtime.quiet import quiet_third_party
 from .errors import UserError
 from .precheck import plan, report
 from .rundir import Fresh
@@ -50,6 +51,7 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
         @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)
         @functools.wraps(task)
         def main(cfg: DictConfig) -> Any:
+            quiet_third_party()
             if found := problems(cfg):  # what a sweeper picked (the rest was checked before)
                 refuse(report(found))
             try:

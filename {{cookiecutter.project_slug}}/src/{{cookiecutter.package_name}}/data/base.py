@@ -34,12 +34,12 @@ from typing import Any
 import torch
 from lightning import LightningDataModule
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from ..cli.errors import UserError
 from .info import DataInfo
-from .loading import in_memory_loader
-from .sampling import EpochBatchSampler, TensorPairs
+from .loading import ResumableDataLoader, in_memory_loader
+from .sampling import EpochBatchSampler, InOrderBatchSampler, TensorPairs
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class BaseDataModule(LightningDataModule):
         )
         self._info = DataInfo(**{**info.__dict__, "input_description": self.describe_input(info)})
         sizes = ", ".join(f"{name} {len(index)}" for name, index in parts.items())
-        log.info("data: %s (%s)", type(self).__name__, sizes)
+        log.debug("data: %s (%s)", type(self).__name__, sizes)  # train's header shows them
 
     @property
     def info(self) -> DataInfo:
@@ -255,7 +255,9 @@ class BaseDataModule(LightningDataModule):
         per_sample = self.rows is not None and not isinstance(self.rows.inputs, Tensor)
         per_sample |= shuffle and self.augments
         workers = self.hparams.num_workers
-        sampler = EpochBatchSampler(
+        # overfit_batches: the same first batches every epoch, as Lightning's own loaders do
+        overfit = trainer is not None and trainer.overfit_batches > 0
+        sampler = (EpochBatchSampler if shuffle and not overfit else InOrderBatchSampler)(
             len(self.parts[split]),
             batch_size,
             shuffle=shuffle,
@@ -273,7 +275,7 @@ class BaseDataModule(LightningDataModule):
         if workers == 0 and not per_sample:
             return in_memory_loader(self._splits[split], sampler, device)
         dataset = SplitSamples(self, split, train=shuffle)
-        return DataLoader(
+        return ResumableDataLoader(
             dataset,
             sampler=sampler,
             batch_size=None,  # the sampler yields whole batches of indices

@@ -6,16 +6,38 @@ CUDA, data small enough lives on the GPU, so no step waits on a host-to-device c
 """
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils.data import DataLoader
 
 from .sampling import EpochBatchSampler, TensorPairs
 
 DEVICE_SHARE = 0.25  # data moves onto the GPU if it takes at most this share of free memory
 
 
-class InMemoryLoader:
+class ResumesExactly:
+    """Tells Lightning the loader resumes mid-epoch: it has ``state_dict``/``load_state_dict``.
+
+    The position itself is the sampler's, which the data module saves in every checkpoint
+    and restores before the loader is iterated (``BaseDataModule.state_dict``), so the
+    loader's own state is empty. Without these two methods Lightning warns on every
+    mid-epoch resume that the loader is not resumable.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+
+class ResumableDataLoader(ResumesExactly, DataLoader):
+    """A ``DataLoader`` over an :class:`EpochBatchSampler`, which holds the resume state."""
+
+
+class InMemoryLoader(ResumesExactly):
     """Batches indexed straight from ``data`` in the order of an :class:`EpochBatchSampler`.
 
     ``sampler`` (and ``batch_sampler = None``) are exposed as a DataLoader built with

@@ -7,10 +7,11 @@ both the order and the resume state: whatever loader iterates it exposes it as `
 """
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Dataset, Sampler, SequentialSampler
 
 
 class TensorPairs(Dataset[tuple[Tensor, Tensor]]):
@@ -118,3 +119,15 @@ class EpochBatchSampler(Sampler[Tensor]):
         self.consumed = 0
         if self.skip >= len(self):  # saved after the epoch's last batch: start the next one
             self.epoch, self.skip = self.epoch + 1, 0
+
+
+class InOrderBatchSampler(EpochBatchSampler, SequentialSampler):
+    """An :class:`EpochBatchSampler` that never shuffles: the same batches every epoch.
+
+    For ``trainer.overfit_batches``: Lightning leaves a loader whose sampler is a
+    ``SequentialSampler`` as it is; any other it warns about and, if the loader has a
+    ``.dataset``, replaces with a per-sample one (which the batch datasets here cannot read).
+    """
+
+    def __init__(self, size: int, batch_size: int, **settings: Any) -> None:
+        EpochBatchSampler.__init__(self, size, batch_size, **{**settings, "shuffle": False})

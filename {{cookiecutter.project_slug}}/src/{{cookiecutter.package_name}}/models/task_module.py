@@ -103,8 +103,10 @@ class TaskModule(LightningModule):
 
     def on_train_epoch_end(self) -> None:
         sum_over_ranks = functools.partial(self.trainer.strategy.reduce, reduce_op="sum")
+        # Already totals over every rank, equal on each: sync_dist's mean leaves them as
+        # they are (and tells Lightning they are global figures, not one rank's).
         for name, value in self.train_stats.compute(sum_over_ranks).items():
-            self.log(f"{TRAIN}/{name}", value)
+            self.log(f"{TRAIN}/{name}", value, sync_dist=True)
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, VAL, self.val_metrics)

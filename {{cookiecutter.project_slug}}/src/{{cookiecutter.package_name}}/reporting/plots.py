@@ -29,20 +29,48 @@ def task_curves(task: Task) -> dict[str, Curve]:
 
 
 def write_plots(
-    plot_dir: Path, history: Sequence[Row], task: Task, confusion: Tensor | None = None
+    plot_dir: Path,
+    history: Sequence[Row],
+    task: Task,
+    confusion: Tensor | None = None,
+    *,
+    best_epoch: float | None = None,
+    stopped_epoch: int | None = None,
 ) -> list[Path]:
-    """Write every plot of ``task`` the history allows; return the files written."""
+    """Write every plot of ``task`` the history allows; return the files written.
+
+    The task's metric plots mark ``best_epoch`` (the checkpoint tested) and, if early
+    stopping ended the run, ``stopped_epoch``.
+    """
     written = []
+    marks = epoch_marks(best_epoch, stopped_epoch)
     for name, (title, ylabel, metrics) in task_curves(task).items():
         if any(metric in row for row in history for metric in metrics):
-            figure = curve_figure(history, title, ylabel, metrics)
+            shown = marks if name not in LEARNING_RATE else {}
+            figure = curve_figure(history, title, ylabel, metrics, shown)
             written.append(save(figure, plot_dir / name))
     if confusion is not None:
         written.append(save(confusion_figure(confusion), plot_dir / "confusion_matrix.png"))
     return written
 
 
-def curve_figure(history: Sequence[Row], title: str, ylabel: str, metrics: Sequence[str]) -> Figure:
+def epoch_marks(best_epoch: float | None, stopped_epoch: int | None) -> dict[str, float]:
+    """Legend label -> epoch of each vertical line to draw."""
+    marks: dict[str, float] = {}
+    if best_epoch is not None:
+        marks[f"best (epoch {best_epoch:.0f})"] = best_epoch
+    if stopped_epoch is not None:
+        marks[f"early stop (epoch {stopped_epoch})"] = stopped_epoch
+    return marks
+
+
+def curve_figure(
+    history: Sequence[Row],
+    title: str,
+    ylabel: str,
+    metrics: Sequence[str],
+    marks: dict[str, float] | None = None,
+) -> Figure:
     figure = Figure(figsize=(6, 4), layout="constrained")
     axes = figure.add_subplot()
     for metric in metrics:
@@ -50,6 +78,8 @@ def curve_figure(history: Sequence[Row], title: str, ylabel: str, metrics: Seque
         if points:
             epochs, values = zip(*points, strict=True)
             axes.plot(epochs, values, marker="o", markersize=3, label=metric)
+    for (label, epoch), style in zip((marks or {}).items(), (":", "--"), strict=False):
+        axes.axvline(epoch, color="grey", linestyle=style, linewidth=1, label=label)
     axes.set(title=title, xlabel="epoch", ylabel=ylabel)
     axes.grid(alpha=0.3)
     axes.legend()

@@ -10,6 +10,7 @@ from lightning import Callback, LightningDataModule, LightningModule, Trainer, s
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
+from ..callbacks.checkpoint import PreemptibleCheckpoint
 from ..callbacks.logger_runs import LoggerRuns, continue_logger_runs
 from ..callbacks.step_hooks import skip_unused_step_hooks
 from ..cli.errors import UserError
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def prepare_run(cfg: DictConfig) -> Path:
     """Seed everything (0 included) and save the resolved config in the run directory."""
-    seed_everything(cfg.seed, workers=True)
+    seed_everything(cfg.seed, workers=True, verbose=False)  # the run header shows the seed
     return save_config(cfg)
 
 
@@ -35,6 +36,7 @@ def build_trainer(
     callbacks: list[Callback] | None = None,
     resumed: dict[str, Any] | None = None,
     task: Task | None = None,
+    announce_precision: bool = True,
     **overrides: Any,
 ) -> Trainer:
     """The Trainer from ``cfg.trainer`` with the configured callbacks and logger.
@@ -46,7 +48,8 @@ def build_trainer(
     it on, see ``distributed_sampler``). ``resumed``, the content of the checkpoint a run
     resumes from, makes W&B and MLflow continue its runs (see ``callbacks/logger_runs.py``).
     Callbacks configured with ``monitor: null`` and ``mode: null`` (checkpoint selection,
-    early stopping) follow ``task``'s monitored metric.
+    early stopping) follow ``task``'s monitored metric. ``announce_precision=False``
+    leaves the precision chosen to the caller's own report (train's run header).
     """
     if cfg.trainer.get("accelerator") in ("gpu", "cuda") and not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
@@ -69,7 +72,10 @@ def build_trainer(
         **{"precision": precision, "use_distributed_sampler": False, **overrides},
     )
     skip_unused_step_hooks(trainer.callbacks)  # including those Lightning added itself
-    if trainer.is_global_zero:
+    for callback in trainer.callbacks:
+        if isinstance(callback, PreemptibleCheckpoint):
+            callback.continues_run = resumed is not None
+    if trainer.is_global_zero and announce_precision:
         log.info("precision: %s (trainer.precision=%s)", trainer.precision, cfg.trainer.precision)
     return trainer
 
