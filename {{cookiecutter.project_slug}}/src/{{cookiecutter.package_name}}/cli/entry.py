@@ -15,8 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..checkpoints.resume import run_dir
 from ..runtime.config import config_dir
-from ..runtime.schema import problems
 from ..runtime.quiet import quiet_third_party
+from ..runtime.schema import problems
 from .errors import UserError
 from .precheck import plan, report
 from .rundir import Fresh

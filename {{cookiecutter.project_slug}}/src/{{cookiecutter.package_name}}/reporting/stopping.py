@@ -26,7 +26,7 @@ def early_stop(trainer: Trainer, history: list[Row]) -> dict[str, Any] | None:
 
 
 def stop_message(stop: dict[str, Any], max_epochs: int | None) -> str:
-    """``early stopping: stopped after epoch 10/14; val/acc has not improved ...``, one line.
+    """``early stopping: stopped after epoch 10/14; <monitor> has not improved ...``, one line.
 
     Epochs are counted from 0, out of the last planned one, as on the progress lines.
     """

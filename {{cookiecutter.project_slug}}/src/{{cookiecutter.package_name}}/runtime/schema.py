@@ -328,6 +328,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("task_name", TASK_NAME),
     ("seed", SEED),
     ("compile", flag()),
+    ("threads", either(choice("auto"), integer(1, example=2))),
     ("ckpt_path", CHECKPOINT),
     ("init_from", CHECKPOINT),
     ("init_strict", flag()),
