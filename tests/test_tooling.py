@@ -146,3 +146,18 @@ def test_pre_commit_passes_on_a_fresh_bake(full_project: Path) -> None:
     assert result.returncode == 0, tail(result)
     passed = {line.split("...")[0] for line in result.stdout.splitlines() if "Passed" in line}
     assert {"ruff lint", "ruff format", "YAML parses", "TOML parses", "shellcheck"} <= passed
+
+
+def test_requirement_files_parse_unrendered() -> None:
+    """pip reads the template's own requirement files as they are (requirements-dev.txt
+    includes the baked ones), Jinja and all: every line must still be a requirement."""
+    from packaging.requirements import Requirement
+
+    project = TEMPLATE / "{{cookiecutter.project_slug}}"
+    for path in (TEMPLATE / "requirements-dev.txt", *sorted(project.glob("requirements*.txt"))):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            text = line.split(" #", 1)[0].strip()
+            if not text or text.startswith(("#", "-r ", "-c ")):
+                continue
+            Requirement(text)  # raises InvalidRequirement, naming the line's text
+            assert "{%" not in text and "{{" not in text, f"{path.name}:{number}: {line}"
