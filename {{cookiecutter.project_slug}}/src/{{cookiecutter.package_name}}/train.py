@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning import Callback, LightningModule, seed_everything
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
@@ -28,7 +29,7 @@ from .cli.entry import command
 from .cli.errors import UserError
 from .cli.hints import explain_failures
 from .data.adapters import warn_if_plain
-from .models.tasks import Task
+from .models.tasks import task_of
 from .reporting.plots import write_plots
 from .reporting.summary import objective, summarize, summary_table
 from .runtime.files import write_json
@@ -56,7 +57,7 @@ def train(
         keep_run_settings(cfg, resumed, explicit, str(ckpt_path))
     seed_everything(cfg.seed, workers=True)  # the model's initial weights depend on it
     datamodule, model, info = build_parts(cfg)
-    if resumed is not None:  # the weights must fit; fit restores these same ones
+    if resumed is not None and ckpt_path is not None:  # the weights must fit; fit restores them
         load_weights(model, resumed, ckpt_path)
     if init_from is not None:
         initialise(model, init_from, cfg.init_from, strict=cfg.init_strict)
@@ -66,7 +67,7 @@ def train(
     history = MetricHistory()
     extra = [history, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
     confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
-    task: Task = model.task
+    task = task_of(model)
     trainer = build_trainer(
         cfg,
         callbacks=extra + ([confusion] if confusion else []),
@@ -74,7 +75,7 @@ def train(
         task=task,
         use_distributed_sampler=distributed_sampler(datamodule),
     )
-    if resumed is not None:  # fit reads the checkpoint loaded above, not the file again
+    if resumed is not None and ckpt_path is not None:  # fit reads the one loaded above
         hand_over(trainer, ckpt_path, resumed)
 
     fit_started = time.perf_counter()
@@ -89,7 +90,7 @@ def train(
     epochs = list(history.epochs)  # testing a checkpoint restores the history saved in it
 
     checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path if checkpoint else ""
+    best = checkpoint.best_model_path if isinstance(checkpoint, ModelCheckpoint) else ""
     # With no checkpoint (e.g. fast_dev_run) the weights in memory are tested.
     with explain_failures(cfg):
         results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)
