@@ -67,7 +67,10 @@ class CsvDataModule(BaseDataModule):
         options = self.hparams
         if options.target_kind not in KINDS:
             raise UserError(f"data.target_kind={options.target_kind} is not one of {KINDS}")
-        path = Path(options.path) if options.path else write_example(options.example, options.data_dir)
+        if options.path:
+            path = Path(options.path)
+        else:
+            path = write_example(options.example, options.data_dir)
         self.hparams.path = str(path.resolve())  # the checkpoint records where the table was
         header, rows = read_table(path)
         columns = pick_columns(path, header, options.target, options.features)

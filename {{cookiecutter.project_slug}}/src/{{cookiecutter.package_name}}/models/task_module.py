@@ -13,10 +13,10 @@ from hydra.utils import instantiate
 from lightning import LightningModule
 from lightning.fabric.utilities.data import AttributeDict
 from lightning.pytorch.utilities.types import OptimizerConfig, OptimizerLRSchedulerConfig
-from torchmetrics import Metric as TorchMetric
 from torch import Tensor, nn
 from torch.nn.utils import get_total_norm
 from torch.optim import Optimizer
+from torchmetrics import Metric as TorchMetric
 
 from ..cli.errors import UserError
 from ..runtime.config import to_plain

@@ -87,7 +87,10 @@ def settings_of(cfg: DictConfig) -> SweepSettings:
     if sweep.direction not in DIRECTIONS:
         raise UserError(f"sweep.direction={sweep.direction} is not one of {list(DIRECTIONS)}")
     if not cfg.get("optimized_metric"):
-        raise UserError("optimized_metric is not set; name the metric to optimise, e.g. optimized_metric=monitor")
+        raise UserError(
+            "optimized_metric is not set; name the metric to optimise, e.g. "
+            "optimized_metric=monitor"
+        )
     for key in ("n_trials", "workers", "heartbeat_s", "stale_after_s"):
         _positive(key, sweep[key], allow_zero=key == "workers")
     if sweep.stale_after_s <= 2 * sweep.heartbeat_s:
