@@ -4,7 +4,9 @@ pre-commit. Workflows are checked against GitHub's schema and by zizmor, offline
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -102,6 +104,9 @@ def test_pre_commit_hooks_are_local_and_pinned(default_project: Path) -> None:
     assert repo["repo"] == "local"  # nothing is cloned from a git host
     dev = pins(default_project / "requirements-dev.txt")
     for hook in repo["hooks"]:
+        if hook["id"] == "mypy":  # checks against .venv's torch and Lightning, so runs from it
+            assert (hook["language"], hook["entry"]) == ("system", ".venv/bin/mypy")
+            continue
         assert hook["language"] == "python", hook["id"]
         for requirement in hook["additional_dependencies"]:
             name, version = requirement.split("==")
@@ -142,10 +147,48 @@ def test_pre_commit_passes_on_a_fresh_bake(full_project: Path) -> None:
     script.write_text('#!/usr/bin/env bash\nset -euo pipefail\necho "hello ${1:-world}"\n')
     # The bake is already a git repository (post_gen ran git init): stage the new script.
     subprocess.run(["git", "add", "-A"], cwd=full_project, check=True)
-    result = run(tool("pre-commit"), "run", "--all-files", cwd=full_project, timeout=900)
+    # The mypy hook runs .venv/bin/mypy; this interpreter's environment stands in for the
+    # .venv `make setup` builds (same pins: requirements-dev.txt includes the baked one's).
+    (full_project / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    try:
+        result = run(tool("pre-commit"), "run", "--all-files", cwd=full_project, timeout=900)
+    finally:
+        (full_project / ".venv").unlink()
     assert result.returncode == 0, tail(result)
     passed = {line.split("...")[0] for line in result.stdout.splitlines() if "Passed" in line}
-    assert {"ruff lint", "ruff format", "YAML parses", "TOML parses", "shellcheck"} <= passed
+    expected = {"ruff lint", "ruff format", "YAML parses", "TOML parses", "shellcheck"}
+    assert expected | {"mypy (from .venv; make setup first)"} <= passed
+
+
+def mypy_settings(project: Path) -> dict[str, Any]:
+    return tomllib.loads((project / "pyproject.toml").read_text())["tool"]["mypy"]
+
+
+def test_mypy_config_exempts_no_project_code(default_project: Path) -> None:
+    settings = mypy_settings(default_project)
+    assert settings["files"] == ["src"]
+    assert settings["python_version"] == "3.11"
+    for strict in ("disallow_untyped_defs", "check_untyped_defs", "warn_unused_ignores"):
+        assert settings[strict] is True, strict
+    assert "ignore_errors" not in settings and "ignore_missing_imports" not in settings
+    for override in settings.get("overrides", []):
+        modules = [override["module"]] if isinstance(override["module"], str) else override["module"]
+        assert set(override) == {"module", "ignore_missing_imports"}, override  # nothing else
+        assert not [m for m in modules if m.split(".")[0] == "digits_classifier"], modules
+    # In the code: only `# type: ignore[code]`, each for a third-party typing gap.
+    blanket = re.compile(r"#\s*type:\s*ignore(?!\[)")
+    for path in (default_project / "src").rglob("*.py"):
+        text = path.read_text()
+        assert not blanket.search(text), path
+        assert "# mypy: ignore-errors" not in text, path
+
+
+@pytest.mark.slow
+def test_mypy_passes_on_a_fresh_bake(default_project: Path, tmp_path: Path) -> None:
+    # What `make typecheck` runs (from .venv): every setting comes from pyproject.toml.
+    result = run(tool("mypy"), "--cache-dir", str(tmp_path / "cache"), cwd=default_project)
+    assert result.returncode == 0, tail(result)
+    assert result.stdout.startswith("Success: no issues found"), tail(result)
 
 
 def test_requirement_files_parse_unrendered() -> None:

@@ -118,6 +118,7 @@ def matmul_backward(device: str, dtype: torch.dtype | None = None) -> torch.Tens
     else:
         with torch.autocast(device_type=device.split(":")[0], dtype=dtype):
             (a_dev @ b.to(device)).float().pow(2).sum().backward()
+    assert a_dev.grad is not None  # backward() filled it
     return a_dev.grad.cpu()
 
 
@@ -154,7 +155,8 @@ def check_devices() -> Iterator[Check]:
 
 def check_precisions(device: str, expected: torch.Tensor) -> Check:
     """Autocast in bf16 and fp16 for real; close to fp32 within 5% (relative norm)."""
-    works, fails = [], []
+    works: list[str] = []
+    fails: list[str] = []
     for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
         try:
             error = (matmul_backward(device, dtype) - expected).norm() / expected.norm()

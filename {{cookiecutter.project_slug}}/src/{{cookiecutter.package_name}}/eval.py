@@ -31,7 +31,10 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     datamodule = checkpoint.datamodule(data_overrides(cfg))  # the run's own test split
     trainer = build_trainer(cfg)
     results = trainer.test(model, datamodule=datamodule, verbose=False)
-    metrics = {"test": as_floats(results[0]), "checkpoint": str(Path(cfg.ckpt_path).resolve())}
+    metrics: dict[str, Any] = {
+        "test": as_floats(results[0]),
+        "checkpoint": str(Path(cfg.ckpt_path).resolve()),
+    }
     if trainer.is_global_zero:
         write_json(run_dir / "metrics.json", metrics)
         scores = "  ".join(f"{name} {value:.4f}" for name, value in metrics["test"].items())

@@ -176,7 +176,7 @@ def worker_env(index: int, count: int, gpus: int) -> dict[str, str]:
     return env
 
 
-def _wait(worker: subprocess.Popen) -> int:
+def _wait(worker: subprocess.Popen[bytes]) -> int:
     while True:
         try:
             return worker.wait()
@@ -184,7 +184,7 @@ def _wait(worker: subprocess.Popen) -> int:
             continue
 
 
-def _signal_all(workers: list[subprocess.Popen], signum: int) -> None:
+def _signal_all(workers: list[subprocess.Popen[bytes]], signum: int) -> None:
     for worker in workers:
         if worker.poll() is None:
             worker.send_signal(signum)

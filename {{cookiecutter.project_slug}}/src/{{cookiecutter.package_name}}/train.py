@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning import Callback, LightningModule, seed_everything
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
@@ -29,7 +30,7 @@ from .cli.errors import UserError
 from .cli.header import run_header
 from .cli.hints import explain_failures
 from .data.adapters import warn_if_plain
-from .models.tasks import Task
+from .models.tasks import task_of
 from .reporting.plots import write_plots
 from .reporting.stopping import early_stop, stop_message
 from .reporting.summary import best_row, objective, summarize, summary_table
@@ -61,7 +62,7 @@ def train(
     apply_threads(threads)  # results differ in the last bits between thread counts
     seed_everything(cfg.seed, workers=True, verbose=False)  # the initial weights depend on it
     datamodule, model, info = build_parts(cfg)
-    if resumed is not None:  # the weights must fit; fit restores these same ones
+    if resumed is not None and ckpt_path is not None:  # the weights must fit; fit restores them
         load_weights(model, resumed, ckpt_path)
     if init_from is not None:
         initialise(model, init_from, cfg.init_from, strict=cfg.init_strict)
@@ -71,7 +72,7 @@ def train(
     history = MetricHistory()
     extra = [history, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
     confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
-    task: Task = model.task
+    task = task_of(model)
     trainer = build_trainer(
         cfg,
         callbacks=extra + ([confusion] if confusion else []),
@@ -94,7 +95,7 @@ def train(
             log_name=(log_file_names() or ["the log file"])[0],
         )
         log.info("%s", "\n".join(header))
-    if resumed is not None:  # fit reads the checkpoint loaded above, not the file again
+    if resumed is not None and ckpt_path is not None:  # fit reads the one loaded above
         hand_over(trainer, ckpt_path, resumed)
 
     fit_started = time.perf_counter()
@@ -113,7 +114,7 @@ def train(
         log.info("%s", stop_message(stop, trainer.max_epochs))
 
     checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path if checkpoint else ""
+    best = checkpoint.best_model_path if isinstance(checkpoint, ModelCheckpoint) else ""
     # With no checkpoint (e.g. fast_dev_run) the weights in memory are tested.
     with explain_failures(cfg):
         results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cli.errors import UserError
 from .startup import PACKAGE, SOURCE_ROOT, _import_lightning_seconds
 
 TARGET_ONNX_PREDICT_S = 1.0
@@ -60,10 +61,16 @@ def prepare(root: Path, train_overrides: list[str]) -> tuple[Path, Path, Path]:
     run(["export", f"ckpt_path={checkpoint}", "repeats=1", "batch_sizes=[1,2]"], root / "export")
     [model] = (root / "export").rglob("model.onnx")
     from ..checkpoints.restore import Checkpoint
+    from ..data.base import BaseDataModule
 
-    opened = Checkpoint.open(checkpoint)
+    datamodule = Checkpoint.open(checkpoint).datamodule()
+    if not isinstance(datamodule, BaseDataModule):
+        raise UserError(
+            f"bench times predict on raw inputs, which {type(datamodule).__name__} does not "
+            "give (not a BaseDataModule, data/base.py); run bench with a contract data module"
+        )
     one_input = root / "one.npy"
-    np.save(one_input, opened.datamodule().raw_inputs("test", limit=1).numpy())
+    np.save(one_input, datamodule.raw_inputs("test", limit=1).numpy())
     return checkpoint, model, one_input
 
 

@@ -22,6 +22,7 @@ from ..callbacks.confusion import TestConfusionMatrix
 from ..callbacks.history import MetricHistory
 from ..cli.errors import UserError
 from ..data.base import BaseDataModule
+from ..models.task_module import TaskModule
 from ..runtime.run import build_trainer
 
 Clock = Callable[[], float]
@@ -195,6 +196,11 @@ def plain_loop(
     Shuffled batches are sliced from tensors already on the model's device: no DataLoader,
     no hooks, no logging. The optimizer and loss are the model's own (no lr schedule).
     """
+    if not isinstance(model, TaskModule):
+        raise UserError(
+            f"bench's plain loop needs a TaskModule (models/task_module.py), not "
+            f"{type(model).__name__}; use model=... with a TaskModule, or skip bench"
+        )
     device = inputs.device
     optimizer = model.build_optimizer()
     loss_of = model.task.loss
@@ -221,7 +227,7 @@ def plain_loop(
                 return clock() - started
 
 
-def autocast_for(precision: str, device: torch.device) -> AbstractContextManager:
+def autocast_for(precision: str, device: torch.device) -> AbstractContextManager[None]:
     """The autocast context Lightning uses for ``precision``."""
     if precision not in AUTOCAST_DTYPES:
         raise UserError(
@@ -244,13 +250,13 @@ def data_loop(
     sampler, and its ``transfer_batch_to_device`` hook.
     """
     loader = datamodule.train_dataloader()
-    sampler = getattr(loader, "sampler", None)
+    set_epoch = getattr(getattr(loader, "sampler", None), "set_epoch", None)
     delivered, epoch = 0, 0
     synchronize(device)
     started = clock()
     while delivered < batches:
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
+        if set_epoch is not None:
+            set_epoch(epoch)
         for batch in loader:
             datamodule.transfer_batch_to_device(batch, device, 0)
             delivered += 1

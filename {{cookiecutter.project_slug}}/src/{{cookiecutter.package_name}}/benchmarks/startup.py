@@ -90,6 +90,7 @@ def _run_stages(overrides: list[str]) -> None:
     from lightning import Callback
 
     from ..data.adapters import data_info
+    from ..models.tasks import task_of
     from ..runtime.config import config_dir
     from ..runtime.files import write_json
     from ..runtime.run import build_trainer, model_for, prepare_run
@@ -121,7 +122,7 @@ def _run_stages(overrides: list[str]) -> None:
     stamp("data_setup")
     model = model_for(cfg, datamodule, info)
     stamp("model_build")
-    trainer = build_trainer(cfg, callbacks=[FirstStep()], task=model.task)
+    trainer = build_trainer(cfg, callbacks=[FirstStep()], task=task_of(model))
     with contextlib.suppress(StopTimingError):
         trainer.fit(model, datamodule=datamodule)
     write_json(Path(cfg.paths.output_dir) / "stamps.json", {"wall": wall, "cpu": cpu})

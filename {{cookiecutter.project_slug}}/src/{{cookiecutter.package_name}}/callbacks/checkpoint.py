@@ -99,7 +99,8 @@ class PreemptibleCheckpoint(ModelCheckpoint):
         self._step_in_last = trainer.global_step
 
     def _write_last(self, trainer: Trainer) -> None:
-        if self.save_last is not True or self.dirpath is None or trainer.fast_dev_run:
+        fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # set outside Trainer
+        if self.save_last is not True or self.dirpath is None or fast_dev_run:
             return  # save_last "link" keeps Lightning's meaning: a link to the newest top-k
         self.last_model_path = str(self.last_path)
         trainer.save_checkpoint(self.last_path, self.save_weights_only)

@@ -37,8 +37,10 @@ class TestConfusionMatrix(Callback):
         dataloader_idx: int = 0,
     ) -> None:
         inputs, targets = batch
+        assert self._metric is not None  # made by on_test_epoch_start
         self._metric.update(pl_module(inputs).argmax(dim=1), targets)
 
     def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        assert self._metric is not None
         self.matrix = self._metric.compute().cpu()  # an all-reduce across ranks
         self._metric = None

@@ -31,8 +31,9 @@ class ExactResume(Callback):
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         sampler = getattr(trainer.train_dataloader, "sampler", None)
-        if hasattr(sampler, "mark_consumed"):
-            sampler.mark_consumed(batch_idx + 1)
+        mark_consumed = getattr(sampler, "mark_consumed", None)
+        if mark_consumed is not None:
+            mark_consumed(batch_idx + 1)
 
     def on_save_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]

@@ -31,11 +31,10 @@ def run_ids(loggers: list[Logger]) -> dict[str, str]:
     """The run id of each tracker logger in ``loggers``, e.g. ``{"wandb": "k3x9..."}``."""
     found = {}
     for logger in loggers:
-        for tracker, (kind, _) in TRACKERS.items():
-            if isinstance(logger, kind):
-                run_id = logger.version if tracker == "wandb" else logger.run_id
-                if run_id:
-                    found[tracker] = str(run_id)
+        if isinstance(logger, WandbLogger) and logger.version:
+            found["wandb"] = str(logger.version)
+        elif isinstance(logger, MLFlowLogger) and logger.run_id:
+            found["mlflow"] = str(logger.run_id)
     return found
 
 
@@ -82,5 +81,5 @@ def continue_logger_runs(
             continue
         argument = TRACKERS[tracker][1]
         if node.get(argument) is None:
-            OmegaConf.update(continued, f"{name}.{argument}", stored[tracker], force_add=True)
+            OmegaConf.update(continued, f"{name!s}.{argument}", stored[tracker], force_add=True)
     return continued

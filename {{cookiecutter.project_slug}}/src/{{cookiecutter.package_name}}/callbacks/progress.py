@@ -48,7 +48,7 @@ class ProgressDisplay(ProgressBar):
         self.live = live
         self._enabled = True
         self._bar: Progress | None = None
-        self._rerouted: list[tuple[logging.StreamHandler, IO[str]]] = []
+        self._rerouted: list[tuple[logging.StreamHandler[Any], IO[str]]] = []
         self._task: Any = None
         # Losses since the last line, on the device: a list, folded into a sum every
         # refresh_every steps so it stays short; read (one sync) only when shown.
@@ -248,7 +248,7 @@ class ProgressDisplay(ProgressBar):
         return f"epoch {trainer.current_epoch}/{last}"
 
 
-def route_console_logs_through_bar() -> list[tuple[logging.StreamHandler, IO[str]]]:
+def route_console_logs_through_bar() -> list[tuple[logging.StreamHandler[Any], IO[str]]]:
     """Point the log handlers that write to the terminal at the live bar's stand-ins.
 
     A started bar replaces ``sys.stdout``/``sys.stderr`` with proxies that print above it,
@@ -262,5 +262,6 @@ def route_console_logs_through_bar() -> list[tuple[logging.StreamHandler, IO[str
     for logger in loggers:
         for handler in getattr(logger, "handlers", []):
             if type(handler) is logging.StreamHandler and id(handler.stream) in targets:
-                moved.append((handler, handler.setStream(targets[id(handler.stream)])))
+                moved.append((handler, handler.stream))
+                handler.setStream(targets[id(handler.stream)])
     return moved

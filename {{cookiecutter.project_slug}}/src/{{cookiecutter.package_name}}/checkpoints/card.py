@@ -25,5 +25,6 @@ class DescribeCheckpoint(Callback):
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         cls = type(pl_module)
-        checkpoint[DATA_KEY] = data_card(trainer.datamodule, self.info)
+        datamodule = trainer.datamodule  # type: ignore[attr-defined]  # set outside Trainer
+        checkpoint[DATA_KEY] = data_card(datamodule, self.info)
         checkpoint[MODEL_KEY] = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}

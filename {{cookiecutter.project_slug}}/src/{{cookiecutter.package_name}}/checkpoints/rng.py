@@ -16,7 +16,10 @@ RNGState = dict[str, Tensor]
 
 def capture_rng() -> RNGState:
     """The states of torch (CPU and every CUDA device), numpy and python ``random``."""
-    _, keys, position, has_gauss, gauss = np.random.get_state()
+    numpy_state = np.random.get_state(legacy=True)
+    if isinstance(numpy_state, dict):  # only for bit generators other than MT19937
+        raise TypeError("numpy's global generator is not MT19937: its state cannot be saved")
+    _, keys, position, has_gauss, gauss = numpy_state
     version, python_state, python_gauss = random.getstate()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
     return {

@@ -60,6 +60,7 @@ def keep_run_settings(
     given = {override_key(override) for override in overrides}
     stored_target, stored = card["_target_"], dict(card.get("args", {}))
     current = OmegaConf.to_container(cfg.data, resolve=True)
+    assert isinstance(current, dict)  # cfg.data is a mapping
     if not same_class(current.get("_target_"), stored_target):
         if "data" in given:
             refuse("data", current.get("_target_"), stored_target, source, overrides)

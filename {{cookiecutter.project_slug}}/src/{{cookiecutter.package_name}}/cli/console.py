@@ -31,6 +31,7 @@ def config_tree(cfg: DictConfig, skip: tuple[str, ...] = ("hydra",)) -> Tree:
     """The resolved config as a tree: one branch per group, leaves ``key: value``."""
     tree = Tree(Text("config"))
     plain = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(plain, dict)  # a DictConfig becomes a dict
     for key, value in plain.items():
         if key not in skip:
             _add(tree, key, value)

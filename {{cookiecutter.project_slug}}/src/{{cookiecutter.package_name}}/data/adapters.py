@@ -6,7 +6,7 @@ still trains: its input shape is read from a batch and its classes from ``num_cl
 """
 
 import logging
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from lightning import LightningDataModule
@@ -18,7 +18,7 @@ from .info import DataInfo
 log = logging.getLogger(__name__)
 
 
-def is_contract(datamodule: LightningDataModule) -> bool:
+def is_contract(datamodule: LightningDataModule) -> TypeGuard[BaseDataModule]:
     return isinstance(datamodule, BaseDataModule)
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 from lightning import LightningDataModule
+from lightning.fabric.utilities.data import AttributeDict
 from torch import Tensor
 from torch.utils.data import Dataset
 
@@ -83,6 +84,8 @@ class BaseDataModule(LightningDataModule):
             and std), ``channel`` (per channel of ``(C, H, W)`` inputs), ``feature`` (per
             element of the input, e.g. per column of a table) or ``none``.
     """
+
+    hparams: AttributeDict  # what save_hyperparameters() stores (Lightning types it loosely)
 
     input_name = "inputs"  # what the exported model calls its input; subclasses rename it
 
@@ -402,8 +405,9 @@ def concatenate(parts: list[Rows]) -> Rows:
     if len(set(names)) > 1:
         raise UserError(f"the given splits name different classes: {names}; use one class list")
     inputs: Tensor | list[Any]
-    if all(isinstance(part.inputs, Tensor) for part in parts):
-        inputs = torch.cat([part.inputs for part in parts])  # type: ignore[misc]
+    tensors = [part.inputs for part in parts if isinstance(part.inputs, Tensor)]
+    if len(tensors) == len(parts):
+        inputs = torch.cat(tensors)
     else:
         inputs = [item for part in parts for item in part.inputs]
     return Rows(inputs, torch.cat([part.targets for part in parts]), names[0])

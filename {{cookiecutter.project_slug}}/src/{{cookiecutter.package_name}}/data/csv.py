@@ -9,6 +9,7 @@ import csv
 import io
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,16 +58,19 @@ class CsvDataModule(BaseDataModule):
         example: str = "wine",
         data_dir: str = "data",
         normalize: str = "feature",
-        **kwargs: object,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(normalize=normalize, **kwargs)  # type: ignore[arg-type]
+        super().__init__(normalize=normalize, **kwargs)
         self._columns: tuple[str, ...] = ()
 
     def read(self) -> Rows:
         options = self.hparams
         if options.target_kind not in KINDS:
             raise UserError(f"data.target_kind={options.target_kind} is not one of {KINDS}")
-        path = Path(options.path) if options.path else write_example(options)
+        if options.path:
+            path = Path(options.path)
+        else:
+            path = write_example(options.example, options.data_dir)
         self.hparams.path = str(path.resolve())  # the checkpoint records where the table was
         header, rows = read_table(path)
         columns = pick_columns(path, header, options.target, options.features)
@@ -117,8 +121,9 @@ def target_column(
                 f"{path} target column '{name}' row {row + 1} is empty; fill or drop that row"
             )
     numbers = [as_number(cell) for cell in cells]
-    numeric = all(number is not None for number in numbers)
-    integral = numeric and all(float(n).is_integer() for n in numbers)  # type: ignore[arg-type]
+    present = [number for number in numbers if number is not None]
+    numeric = len(present) == len(numbers)
+    integral = numeric and all(float(n).is_integer() for n in present)
     if kind == "value" or (kind == "auto" and numeric and not integral):
         if not numeric:
             row = next(i for i, n in enumerate(numbers) if n is None)
@@ -126,11 +131,11 @@ def target_column(
                 f"{path} target column '{name}' row {row + 1} holds '{cells[row]}', not a "
                 "number, but data.target_kind=value; use numbers or target_kind=class"
             )
-        return torch.tensor(numbers, dtype=torch.float32), []
+        return torch.tensor(present, dtype=torch.float32), []
     if integral:  # integer classes, in numeric order
-        labels = sorted({int(n) for n in numbers})  # type: ignore[arg-type]
+        labels = sorted({int(n) for n in present})
         names = [str(label) for label in labels]
-        keys = [str(int(n)) for n in numbers]  # type: ignore[arg-type]
+        keys = [str(int(n)) for n in present]
     else:
         names = sorted(set(cells))
         keys = cells
@@ -138,12 +143,11 @@ def target_column(
     return torch.tensor([position[key] for key in keys], dtype=torch.int64), names
 
 
-def write_example(options: object) -> Path:
+def write_example(example: str, data_dir: str) -> Path:
     """Write the example table scikit-learn ships as ``<data_dir>/<example>.csv`` if absent."""
-    example = options.example
     if example not in EXAMPLES:
         raise UserError(f"data.example={example} is not one of {', '.join(EXAMPLES)}")
-    path = Path(options.data_dir) / f"{example}.csv"
+    path = Path(data_dir) / f"{example}.csv"
     if path.is_file():
         return path
     text = wine_table() if example == "wine" else diabetes_table()

@@ -7,6 +7,7 @@ Class names are the subfolder names (sorted). Images are decoded, resized to
 """
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,9 +51,9 @@ class ImageFolderDataModule(BaseDataModule):
         normalize: str = "channel",
         num_workers: int = 2,
         cache_decoded: bool = False,
-        **kwargs: object,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(normalize=normalize, num_workers=num_workers, **kwargs)  # type: ignore[arg-type]
+        super().__init__(normalize=normalize, num_workers=num_workers, **kwargs)
 
     def read(self) -> Rows:
         options = self.hparams

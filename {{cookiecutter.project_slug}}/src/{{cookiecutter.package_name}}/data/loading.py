@@ -66,6 +66,7 @@ class InMemoryLoader(ResumesExactly):
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         device = self.data.inputs.device
         for index in self.sampler:
+            assert isinstance(index, Tensor)  # its sampler is built without with_epoch
             if device.type == "cuda":  # a pinned index copies without stalling the GPU
                 index = index.pin_memory().to(device, non_blocking=True)
             inputs, targets = self.data[index]

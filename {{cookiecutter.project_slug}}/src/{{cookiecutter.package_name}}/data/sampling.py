@@ -30,7 +30,7 @@ class TensorPairs(Dataset[tuple[Tensor, Tensor]]):
         return self.inputs[index], self.targets[index]
 
 
-class EpochBatchSampler(Sampler[Tensor]):
+class EpochBatchSampler(Sampler[Tensor | tuple[int, Tensor]]):
     """Yield index batches; shuffled per epoch from ``seed`` and sharded across ranks.
 
     Lightning calls :meth:`set_epoch` before each epoch. Under DDP each rank takes every

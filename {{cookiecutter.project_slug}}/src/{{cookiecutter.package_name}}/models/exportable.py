@@ -13,6 +13,9 @@ from ..checkpoints.restore import Checkpoint
 class RawInputModel(nn.Module):
     """``net`` behind a fixed ``(x - mean) / std``; logits and probabilities, or values."""
 
+    mean: Tensor  # buffers, registered in __init__
+    std: Tensor
+
     def __init__(self, net: nn.Module, mean: Tensor, std: Tensor, target_kind: str) -> None:
         super().__init__()
         self.net = net

@@ -22,6 +22,7 @@ import logging
 import math
 from typing import Any
 
+from torch import Tensor
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler, OneCycleLR
 
@@ -95,8 +96,8 @@ class PlannedLR(LRScheduler):
     def lrs_at(self, step: int) -> list[float]:
         return [float(base) * self.multiplier(step) for base in self.base_lrs]
 
-    def get_lr(self) -> list[float]:  # type: ignore[override]
-        return self.lrs_at(self.last_epoch)
+    def get_lr(self) -> list[float | Tensor]:
+        return list(self.lrs_at(self.last_epoch))
 
     def state_dict(self) -> dict[str, Any]:
         state = {key: self.__dict__[key] for key in self.RESTORED}
@@ -120,7 +121,7 @@ class PlannedLR(LRScheduler):
         lrs = self.lrs_at(self.last_epoch)
         for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
             group["lr"] = lr
-        self._last_lr = lrs
+        self._last_lr = list(lrs)
 
 
 class Constant(PlannedLR):

@@ -11,9 +11,12 @@ from typing import Any
 
 from hydra.utils import instantiate
 from lightning import LightningModule
+from lightning.fabric.utilities.data import AttributeDict
+from lightning.pytorch.utilities.types import OptimizerConfig, OptimizerLRSchedulerConfig
 from torch import Tensor, nn
 from torch.nn.utils import get_total_norm
 from torch.optim import Optimizer
+from torchmetrics import Metric as TorchMetric
 
 from ..cli.errors import UserError
 from ..runtime.config import to_plain
@@ -41,6 +44,8 @@ class TaskModule(LightningModule):
             ``_orig_mod.``) and load into an uncompiled model. Not saved as a
             hyperparameter: it is how this run executes, not what the model is.
     """
+
+    hparams: AttributeDict  # what save_hyperparameters() stores (Lightning types it loosely)
 
     def __init__(
         self,
@@ -91,7 +96,7 @@ class TaskModule(LightningModule):
         # Only on the steps Lightning writes logs (when the step about to finish is a
         # multiple of log_every_n_steps), and straight to the loggers: a `self.log` call
         # costs 0.25-0.5 ms, which every logged step would pay.
-        every = self.trainer.log_every_n_steps
+        every = self.trainer.log_every_n_steps  # type: ignore[attr-defined]  # set outside Trainer
         if not every or (self.global_step + 1) % every:
             return
         grads = [p.grad for p in self.net.parameters() if p.grad is not None]
@@ -123,10 +128,11 @@ class TaskModule(LightningModule):
         self.log(f"{stage}/{LOSS}", loss, batch_size=len(targets), sync_dist=True)
         predictions = self.task.predictions(outputs)
         for name, metric in metrics.items():
+            assert isinstance(metric, TorchMetric)  # eval_metrics() holds torchmetrics only
             metric.update(predictions, targets)
             self.log(f"{stage}/{name}", metric, batch_size=len(targets))
 
-    def configure_optimizers(self) -> dict[str, Any]:
+    def configure_optimizers(self) -> OptimizerConfig | OptimizerLRSchedulerConfig:
         optimizer = self.build_optimizer()
         if not self.hparams.scheduler:
             return {"optimizer": optimizer}

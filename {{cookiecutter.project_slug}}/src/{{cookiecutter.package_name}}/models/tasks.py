@@ -21,6 +21,7 @@ from torchmetrics import MeanAbsoluteError, MeanSquaredError, R2Score
 from torchmetrics import Metric as TorchMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from ..cli.errors import UserError
 from .epoch_stats import EpochStats
 
 TRAIN, VAL, TEST = "train", "val", "test"
@@ -240,6 +241,9 @@ class ValueStats(Stats):
 class Unstandardise(nn.Module):
     """``z * std + mean``: the net's standardised output in the target's units."""
 
+    mean: Tensor  # buffers, registered in __init__
+    std: Tensor
+
     def __init__(self, mean: float, std: float) -> None:
         super().__init__()
         self.register_buffer("mean", torch.tensor(mean))
@@ -250,6 +254,17 @@ class Unstandardise(nn.Module):
 
 
 TASKS: dict[str, type[Task]] = {"class": Classification, "value": Regression}
+
+
+def task_of(model: nn.Module) -> Task:
+    """The task ``model`` learns: its ``task`` attribute, as a ``TaskModule`` holds it."""
+    task = getattr(model, "task", None)
+    if not isinstance(task, Task):
+        raise UserError(
+            f"model {type(model).__name__} has no task (a models/tasks.py Task as its "
+            "`.task`); use TaskModule or give the model a `task` attribute"
+        )
+    return task
 
 
 def target_statistics(targets: Tensor) -> dict[str, float]:

@@ -98,7 +98,7 @@ def confusion_figure(matrix: Tensor) -> Figure:
     for row in classes:
         for col in classes:
             colour = "white" if counts[row, col] > threshold else "black"
-            axes.text(col, row, int(counts[row, col]), ha="center", va="center", color=colour)
+            axes.text(col, row, str(int(counts[row, col])), ha="center", va="center", color=colour)
     accuracy = counts.trace() / max(counts.sum(), 1)
     axes.set(
         title=f"Confusion matrix, test split (accuracy {accuracy:.3f})",

@@ -25,4 +25,5 @@ class ResumableCSVLogger(CSVLogger):
         if self._experiment is None:
             self._fs.makedirs(self.root_dir, exist_ok=True)
             self._experiment = ContinuingWriter(log_dir=self.log_dir)
+        assert isinstance(self._experiment, ContinuingWriter)  # only this class sets it
         return self._experiment

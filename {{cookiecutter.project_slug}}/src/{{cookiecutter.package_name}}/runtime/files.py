@@ -73,7 +73,7 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
-def write_atomic(path: Path, write: Callable[[Path], None], *, size: int | None = None) -> None:
+def write_atomic(path: Path, write: Callable[[Path], object], *, size: int | None = None) -> None:
     """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it over ``path``.
 
     A crash, kill or full disk mid-write leaves the previous ``path`` (if any) intact and no
@@ -142,6 +142,7 @@ def _size_of(path: Path | None) -> int:
 
 
 def _no_space_message(path: Path, error: OSError, size: int | None, written: int) -> str:
+    reason = NO_SPACE.get(error.errno or 0, error.strerror)
     try:
         free = format_bytes(shutil.disk_usage(_existing_parent(path)).free) + " free"
     except OSError:
@@ -153,7 +154,7 @@ def _no_space_message(path: Path, error: OSError, size: int | None, written: int
     else:
         needed = free
     return (
-        f"cannot write '{path}': {NO_SPACE[error.errno]} ({needed}); any previous "
+        f"cannot write '{path}': {reason} ({needed}); any previous "
         "file is left as it was. Free some space, or write elsewhere (e.g. paths.output_dir=...)"
     )
 

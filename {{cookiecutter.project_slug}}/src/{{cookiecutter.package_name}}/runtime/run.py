@@ -1,6 +1,7 @@
 """The pieces every entry point shares: seeding, the run directory, the final report."""
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,9 @@ def build_trainer(
         plugins=[*instantiate(cfg.trainer.get("plugins") or []), *cluster_plugins()],
         **{"precision": precision, "use_distributed_sampler": False, **overrides},
     )
-    skip_unused_step_hooks(trainer.callbacks)  # including those Lightning added itself
-    for callback in trainer.callbacks:
+    # Including those Lightning added itself. (Lightning sets trainer.callbacks outside Trainer.)
+    skip_unused_step_hooks(trainer.callbacks)  # type: ignore[attr-defined]
+    for callback in trainer.callbacks:  # type: ignore[attr-defined]
         if isinstance(callback, PreemptibleCheckpoint):
             callback.continues_run = resumed is not None
     if trainer.is_global_zero and announce_precision:
@@ -131,6 +133,6 @@ def distributed_sampler(datamodule: LightningDataModule) -> bool:
     return not is_contract(datamodule)
 
 
-def as_floats(metrics: dict[str, Any]) -> dict[str, float]:
+def as_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
     """Logged metrics (name -> tensor or number) as plain floats."""
     return {name: float(value) for name, value in metrics.items()}

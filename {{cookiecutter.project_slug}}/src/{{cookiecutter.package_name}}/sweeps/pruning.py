@@ -3,6 +3,7 @@
 from lightning import Callback, LightningModule, Trainer
 from optuna.trial import Trial
 
+from ..models.tasks import task_of
 from ..reporting.summary import MONITOR
 
 
@@ -26,7 +27,7 @@ class PruneBadTrials(Callback):
             return
         name, sign = self.monitor, 1.0
         if name == MONITOR:  # the task's monitored metric, signed so that larger is better
-            task = pl_module.task
+            task = task_of(pl_module)
             name, sign = task.monitor, (1.0 if task.mode == "max" else -1.0)
         value = trainer.callback_metrics.get(name)
         if value is None:  # e.g. a test/ metric: nothing to judge during training

@@ -44,7 +44,7 @@ def summarize(study: Study, metric: str, study_dir: Path, storage: str) -> dict[
         trial = study.best_trial
         best = {
             "trial": trial.number,
-            "value": tidy(trial.value),
+            "value": tidy(study.best_value),
             "params": trial.params,
             "run_dir": trial.user_attrs.get("run_dir"),
         }

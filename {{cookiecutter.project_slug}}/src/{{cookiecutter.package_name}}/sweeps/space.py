@@ -22,6 +22,7 @@ from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Overrid
 from hydra.errors import HydraException
 from optuna.distributions import (
     BaseDistribution,
+    CategoricalChoiceType,
     CategoricalDistribution,
     FloatDistribution,
     IntDistribution,
@@ -75,18 +76,27 @@ def _distribution(override: Override) -> BaseDistribution:
     sweep = override.value()
     log = "log" in getattr(sweep, "tags", ())
     if isinstance(sweep, ChoiceSweep):
-        return CategoricalDistribution(sweep.list)
+        return CategoricalDistribution([_choice(value) for value in sweep.list])
     if isinstance(sweep, IntervalSweep):
+        if sweep.start is None or sweep.end is None:
+            raise ValueError("interval() takes a start and an end")
         if isinstance(sweep.start, int) and isinstance(sweep.end, int):
             return IntDistribution(sweep.start, sweep.end, log=log)
         return FloatDistribution(float(sweep.start), float(sweep.end), log=log)
     if isinstance(sweep, RangeSweep):
-        values = list(override.sweep_iterator())  # start, start + step, ... < stop
-        if not values or not all(isinstance(value, int) for value in values):
+        found = list(override.sweep_iterator())  # start, start + step, ... < stop
+        values = [value for value in found if isinstance(value, int)]
+        if not values or len(values) != len(found):
             raise ValueError("range() takes integers and must not be empty")
         step = values[1] - values[0] if len(values) > 1 else 1
         return IntDistribution(values[0], values[-1], step=step)
     raise ValueError("a single value, not a range")
+
+
+def _choice(value: object) -> CategoricalChoiceType:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise TypeError(f"choice() takes numbers, strings, booleans or null, not {value!r}")
 
 
 def suggest(trial: Trial, param: Param) -> Any:
