@@ -59,7 +59,7 @@ def log_config(cfg: DictConfig) -> None:
 
 def log_to_files(logger: logging.Logger, message: str) -> None:
     """Log ``message`` at INFO to the file handlers ``logger`` reaches, not the console."""
-    record = logger.makeRecord(logger.name, logging.INFO, __file__, 0, message, None, None)
+    record = logger.makeRecord(logger.name, logging.INFO, __file__, 0, message, (), None)
     current: logging.Logger | None = logger
     while current is not None:
         for handler in current.handlers:

@@ -107,7 +107,7 @@ def composed(
     """The config a run of ``overrides`` gets, with its ``hydra`` node, and its run directory."""
     parsed = OverridesParser.create().parse_overrides(overrides)
     if multirun or any(o.is_sweep_override() for o in parsed):
-        overrides = [o.input_line for o in parsed if not o.is_sweep_override()]
+        overrides = [o.input_line for o in parsed if o.input_line and not o.is_sweep_override()]
     with initialize_config_dir(version_base="1.3", config_dir=str(config_dir)):
         cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
     multi = multirun or cfg.hydra.mode == RunMode.MULTIRUN

@@ -259,7 +259,7 @@ class BaseDataModule(LightningDataModule):
         per_sample |= shuffle and self.augments
         workers = self.hparams.num_workers
         # overfit_batches: the same first batches every epoch, as Lightning's own loaders do
-        overfit = trainer is not None and trainer.overfit_batches > 0
+        overfit = trainer is not None and getattr(trainer, "overfit_batches", 0) > 0
         sampler = (EpochBatchSampler if shuffle and not overfit else InOrderBatchSampler)(
             len(self.parts[split]),
             batch_size,

@@ -33,7 +33,7 @@ class ResumesExactly:
         pass
 
 
-class ResumableDataLoader(ResumesExactly, DataLoader):
+class ResumableDataLoader(ResumesExactly, DataLoader[Any]):
     """A ``DataLoader`` over an :class:`EpochBatchSampler`, which holds the resume state."""
 
 

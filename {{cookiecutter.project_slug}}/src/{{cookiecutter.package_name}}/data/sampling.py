@@ -121,7 +121,8 @@ class EpochBatchSampler(Sampler[Tensor | tuple[int, Tensor]]):
             self.epoch, self.skip = self.epoch + 1, 0
 
 
-class InOrderBatchSampler(EpochBatchSampler, SequentialSampler):
+# SequentialSampler is a marker for Lightning here; its per-index __iter__ is not used.
+class InOrderBatchSampler(EpochBatchSampler, SequentialSampler):  # type: ignore[misc]
     """An :class:`EpochBatchSampler` that never shuffles: the same batches every epoch.
 
     For ``trainer.overfit_batches``: Lightning leaves a loader whose sampler is a

@@ -12,7 +12,7 @@ def early_stop(trainer: Trainer, history: list[Row]) -> dict[str, Any] | None:
     """``{"epoch", "monitor", "patience", "best_epoch", "reason"}`` if early stopping ended
     the fit, else ``None``. ``epoch`` is the last epoch trained (counted from 0);
     ``best_epoch`` the best by early stopping's own metric and mode."""
-    for callback in trainer.callbacks:
+    for callback in trainer.callbacks:  # type: ignore[attr-defined]  # set outside Trainer
         if isinstance(callback, EarlyStopping) and callback.stopped_epoch > 0:
             best_epoch = (best_row(history, callback.monitor, callback.mode) or {}).get("epoch")
             return {

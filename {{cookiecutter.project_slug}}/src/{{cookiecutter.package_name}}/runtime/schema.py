@@ -148,7 +148,9 @@ def problems(cfg: DictConfig) -> list[str]:
     mostly breaks its rule because a value it refers to does: such lines are left out while
     any value written out is wrong, so each mistake is named once.
     """
-    written, derived, good = [], [], {}
+    written: list[str] = []
+    derived: list[str] = []
+    good: dict[str, Any] = {}
     for path, raw in leaves(OmegaConf.to_container(cfg, resolve=False)):
         rule = rule_for(path)
         if rule is None or rule.checked_elsewhere:
