@@ -24,6 +24,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 def test_bench_reports_loop_data_and_memory_figures(tmp_path: Path) -> None:
     results = bench.bench(compose_config(tmp_path, TINY, "bench"))
     assert read_json(tmp_path / "bench.json") == results
@@ -45,6 +46,7 @@ def test_bench_reports_loop_data_and_memory_figures(tmp_path: Path) -> None:
     assert boundary["boundary_ms"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", ["csv", "image_folder"])
 def test_bench_runs_on_other_data_through_the_contract(tmp_path: Path, data: str) -> None:
     modules = module("data")

@@ -57,9 +57,22 @@ def entry_point(name: str, path: Path, out: Path, inputs: Path) -> None:
         predict(compose_config(out, overrides, config_name="predict"))
 
 
-@pytest.mark.parametrize("target", sorted(HOSTILE))
-@pytest.mark.parametrize("where", ["net", "optimizer", "data", "data_args", "model"])
-@pytest.mark.parametrize("entry", ["eval", "export", "predict"])
+PLACES = ["net", "optimizer", "data", "data_args", "model"]
+ENTRIES = ["eval", "export", "predict"]
+# Every callable in every place; the entry point turns with each case, so all three see
+# every place and every callable (the full product runs in the slow tier).
+CASES = [
+    (entry, where, target)
+    for index, (where, target) in enumerate((w, t) for w in PLACES for t in sorted(HOSTILE))
+    for entry in [ENTRIES[index % len(ENTRIES)]]
+]
+ALL_CASES = [(e, w, t) for e in ENTRIES for w in PLACES for t in sorted(HOSTILE)]
+SLOW_CASES = [
+    pytest.param(*case, marks=pytest.mark.slow) for case in ALL_CASES if case not in CASES
+]
+
+
+@pytest.mark.parametrize(("entry", "where", "target"), [*CASES, *SLOW_CASES])
 def test_targets_outside_the_allowlist_are_refused_before_anything_runs(
     trained: dict[str, Any], tmp_path: Path, target: str, where: str, entry: str
 ) -> None:
@@ -89,6 +102,7 @@ def test_eval_needs_only_the_checkpoint_and_warns_on_an_override(
     assert other["test"] != plain["test"]  # another split: the override really applied
 
 
+@pytest.mark.slow
 def test_a_table_that_moved_is_one_line_naming_the_stored_path(tmp_path: Path) -> None:
     table = tmp_path / "table.csv"
     settings = module("data").CsvDataModule.make_fixture(tmp_path)

@@ -207,6 +207,7 @@ def test_only_a_run_directory_this_run_made_and_left_empty_is_removed(tmp_path: 
     assert not (tmp_path / "new").exists()  # nor the folders made for it
 
 
+@pytest.mark.slow
 def test_cli_lists_every_problem_and_leaves_no_run_directory(tmp_path: Path) -> None:
     a_file = tmp_path / "a_file"
     a_file.write_text("")

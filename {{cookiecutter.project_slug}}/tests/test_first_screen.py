@@ -36,6 +36,7 @@ def csv_epochs(run_dir: Path) -> dict[int, tuple[str, str, str]]:
     }
 
 
+@pytest.mark.slow
 def test_default_train_then_resume_first_screen(tmp_path: Path) -> None:
     result = run_cli("train", "trainer.max_epochs=3", "logger=csv", cwd=tmp_path)
     output = result.stdout + result.stderr
@@ -68,6 +69,7 @@ def test_default_train_then_resume_first_screen(tmp_path: Path) -> None:
     assert epoch_lines(resumed.stdout) == {3: csv_epochs(run_dir)[3]}
 
 
+@pytest.mark.slow
 def test_early_stopping_says_when_and_why(tmp_path: Path) -> None:
     # val/loss falls, so "max" sees no improvement after epoch 0: stops after epoch 1.
     stop_early = [

@@ -83,6 +83,7 @@ class DiesInWorker(Dataset):
         os._exit(1)  # a worker killed, as by the OOM killer or a full /dev/shm
 
 
+@pytest.mark.slow
 def test_dataloader_workers_that_die_suggest_num_workers_zero(tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, ["data.num_workers=1"])
     expected = r"data\.num_workers=1 .*set data\.num_workers=0"

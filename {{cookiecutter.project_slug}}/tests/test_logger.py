@@ -34,6 +34,7 @@ def test_default_logger_is_a_shipped_one(tmp_path: Path) -> None:
     assert list(cfg.logger) in [[name] for name in SHIPPED]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SHIPPED)
 def test_logger_records_a_run(name: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "outputs" / "train" / "runs" / "run"

@@ -40,6 +40,7 @@ def test_without_a_terminal_one_line_per_epoch(
     assert [LINE.search(line).group(1) for line in lines] == ["0", "1", "2"], lines
 
 
+@pytest.mark.slow
 def test_periodic_lines_within_an_epoch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     progress = ProgressDisplay(refresh_every=2, plain_interval_s=0, live=False)
     lines = fit_with(progress, tmp_path, caplog)
@@ -55,6 +56,7 @@ def test_live_bar_runs_and_stops(tmp_path: Path, caplog: pytest.LogCaptureFixtur
     assert progress._bar is None  # stopped at the end of training
 
 
+@pytest.mark.slow
 def test_live_bar_still_writes_every_epoch_line_to_the_log_file(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -93,6 +93,7 @@ def test_warmup_lr_at_step_k_follows_the_formula() -> None:
         schedule.step()
 
 
+@pytest.mark.slow
 def test_warmup_epochs_count_optimizer_steps_with_gradient_accumulation(tmp_path: Path) -> None:
     # 6 batches an epoch, 2 per optimizer step: 3 optimizer steps an epoch, 6 in the run.
     lrs = tmp_path / "lrs"
@@ -107,6 +108,7 @@ def test_warmup_epochs_count_optimizer_steps_with_gradient_accumulation(tmp_path
     assert step_lrs(lrs) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_extending_a_finished_run_replans_the_cosine_over_the_new_total(tmp_path: Path) -> None:
     """2 epochs, then `ckpt_path=... trainer.max_epochs=4`: the documented re-plan."""
     lrs = tmp_path / "lrs"
@@ -128,6 +130,7 @@ def test_extending_a_finished_run_replans_the_cosine_over_the_new_total(tmp_path
     assert min(recorded.values()) > 0  # never a step at lr 0
 
 
+@pytest.mark.slow
 def test_onecycle_refuses_to_change_its_length_on_resume(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     base = [

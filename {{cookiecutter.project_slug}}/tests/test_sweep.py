@@ -104,6 +104,7 @@ def test_search_space_reads_hydra_ranges() -> None:
             space.parse_space({"lr": text})
 
 
+@pytest.mark.slow
 def test_mistakes_stop_the_sweep_with_one_line_before_any_trial(tmp_path: Path) -> None:
     sweep = module("sweep").sweep
     root = f"paths.root_dir={tmp_path}"
@@ -132,6 +133,7 @@ def test_bad_storage_is_one_line() -> None:
     assert storage.describe("postgresql://me:secret@db/x", Path(".")) == "postgresql://db/x"
 
 
+@pytest.mark.slow
 def test_pruning_callback_stops_the_run_cleanly(tmp_path: Path) -> None:
     study = optuna.create_study(
         direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=1.01)

@@ -107,6 +107,7 @@ def test_resume_takes_a_differently_defaulted_setting_from_the_checkpoint(
     assert cfg.data.num_workers == 2  # how batches are loaded may change
 
 
+@pytest.mark.slow
 def test_resume_reads_the_checkpoint_once(
     short_run: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -62,6 +62,7 @@ def test_eval_reproduces_test_metrics(trained: dict[str, Any], tmp_path: Path) -
     assert read_json(tmp_path / "metrics.json")["test"] == metrics["test"]
 
 
+@pytest.mark.slow
 def test_same_seed_gives_same_weights(tmp_path: Path) -> None:
     states = []
     for name in ("a", "b"):
@@ -82,6 +83,7 @@ def test_cli_trains_and_writes_metrics(tmp_path: Path) -> None:
     assert f"run directory:   {run_dir.resolve()}" in result.stdout
 
 
+@pytest.mark.slow
 def test_eval_of_missing_checkpoint_is_one_clear_line(tmp_path: Path) -> None:
     result = run_cli("eval", "ckpt_path=nowhere.ckpt", cwd=tmp_path)
     assert result.returncode == 1
