@@ -330,7 +330,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("task_name", TASK_NAME),
     ("seed", SEED),
     ("compile", flag()),
-    ("threads", either(choice("auto"), integer(1, example=2))),
+    # train: auto or a count; serve: null (onnxruntime's own choice) or a count
+    ("threads", null_or(either(choice("auto"), integer(1, example=2)))),
     ("ckpt_path", CHECKPOINT),
     ("init_from", CHECKPOINT),
     ("init_strict", flag()),

@@ -51,9 +51,11 @@ def build_app(model: OnnxRunner, path: Path, limits: Limits, batch_size: int) ->
         """What the model takes and gives, and where it came from."""
         return card
 
-    app.add_exception_handler(UserError, user_error)
-    app.add_exception_handler(HTTPException, http_error)
-    app.add_exception_handler(RequestValidationError, invalid_request)
+    # Starlette types every handler as taking the base Exception; each of these takes the
+    # one class it is registered for, which Starlette guarantees at run time.
+    app.add_exception_handler(UserError, user_error)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, invalid_request)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, server_error)
     return app
 
