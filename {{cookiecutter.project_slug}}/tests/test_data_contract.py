@@ -262,7 +262,9 @@ def test_two_ranks_train_on_disjoint_shards_covering_the_split(
 
 # ---- a plain LightningDataModule ---------------------------------------------------------
 
+TRUST_PLAIN = "trusted_classes=[plain_datamodule.PlainBlobs]"  # outside the package
 PLAIN = [
+    TRUST_PLAIN,
     *QUICK,
     "data._target_=plain_datamodule.PlainBlobs",
     "~data.eval_batch_size",
@@ -290,9 +292,9 @@ def test_plain_datamodule_trains_evaluates_and_exports_with_one_warning(
     checkpoint = metrics["best_checkpoint"]
     evaluate = module("eval").evaluate
     refused = compose_config(tmp_path / "eval", [f"ckpt_path={checkpoint}"], config_name="eval")
-    with pytest.raises(module("cli.errors").UserError, match="not on the allowlist"):
+    with pytest.raises(module("cli.errors").UserError, match="not a class defined under"):
         evaluate(refused)  # the module lives outside the package: named explicitly below
-    allowed = [f"ckpt_path={checkpoint}", "checkpoint_targets=[plain_datamodule.]"]
+    allowed = [f"ckpt_path={checkpoint}", TRUST_PLAIN]
     scores = evaluate(compose_config(tmp_path / "eval2", allowed, config_name="eval"))
     assert scores["test"] == pytest.approx(metrics["test"], abs=1e-6)
     report = export.export(

@@ -12,6 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from .checkpoints.registry import trust
 from .checkpoints.restore import Checkpoint
 from .cli.entry import command
 from .cli.errors import UserError
@@ -23,12 +24,15 @@ log = logging.getLogger(__name__)
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Test ``cfg.ckpt_path`` with the data split the checkpoint was trained on."""
+    trust(cfg.get("trusted_classes"))  # classes a model or checkpoint may name
     if not cfg.get("ckpt_path"):
         raise UserError("ckpt_path is not set; run e.g. `eval ckpt_path=path/to/last.ckpt`")
-    checkpoint = Checkpoint.open(cfg.ckpt_path, cfg.get("checkpoint_targets") or ())
+    checkpoint = Checkpoint.open(cfg.ckpt_path)
     model = checkpoint.model()
     run_dir = prepare_run(cfg)
-    datamodule = checkpoint.datamodule(data_overrides(cfg))  # the run's own test split
+    datamodule = checkpoint.datamodule(
+        data_overrides(cfg), roots=[cfg.paths.root_dir]
+    )  # the run's own test split
     trainer = build_trainer(cfg)
     results = trainer.test(model, datamodule=datamodule, verbose=False)
     metrics: dict[str, Any] = {

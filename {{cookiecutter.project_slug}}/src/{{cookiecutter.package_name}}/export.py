@@ -22,6 +22,7 @@ import torch
 from lightning import LightningDataModule
 from omegaconf import DictConfig
 
+from .checkpoints.registry import trust
 from .checkpoints.restore import Checkpoint
 from .cli.entry import command
 from .cli.errors import UserError
@@ -38,15 +39,16 @@ log = logging.getLogger(__name__)
 
 def export(cfg: DictConfig) -> dict[str, Any]:
     """Write ``cfg.output_path`` and ``export.json`` beside it; return what the JSON holds."""
+    trust(cfg.get("trusted_classes"))  # classes a model or checkpoint may name
     if not cfg.get("ckpt_path"):
         raise UserError("ckpt_path is not set; run e.g. `export ckpt_path=path/to/last.ckpt`")
     check_settings(cfg)
-    checkpoint = Checkpoint.open(cfg.ckpt_path, cfg.get("checkpoint_targets") or ())
+    checkpoint = Checkpoint.open(cfg.ckpt_path)
     model = from_checkpoint(checkpoint)
     info = checkpoint.info
     prepare_run(cfg)
     # The test split of the run that wrote the checkpoint: rows the model never trained on.
-    datamodule = checkpoint.datamodule(data_overrides(cfg))
+    datamodule = checkpoint.datamodule(data_overrides(cfg), roots=[cfg.paths.root_dir])
     inputs = parity_inputs(datamodule, max(cfg.batch_sizes))
     sizes = sorted({min(int(size), len(inputs)) for size in cfg.batch_sizes})
     if sizes[-1] < max(cfg.batch_sizes):

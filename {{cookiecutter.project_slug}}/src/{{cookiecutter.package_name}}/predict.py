@@ -62,11 +62,13 @@ def open_model(cfg: DictConfig) -> Runner:
         if not Path(path).is_file():
             raise UserError(f"model '{path}' does not exist; run the export first")
         return OnnxRunner(path)
+    from .checkpoints.registry import trust
     from .checkpoints.restore import Checkpoint
     from .models.exportable import from_checkpoint
     from .models.runners import TorchRunner
 
-    checkpoint = Checkpoint.open(path, cfg.get("checkpoint_targets") or ())
+    trust(cfg.get("trusted_classes"))  # classes a checkpoint may name
+    checkpoint = Checkpoint.open(path)
     return TorchRunner(from_checkpoint(checkpoint), checkpoint.info)
 
 

@@ -20,8 +20,10 @@ from omegaconf import DictConfig
 
 from .callbacks.confusion import TestConfusionMatrix
 from .callbacks.history import MetricHistory
-from .checkpoints.card import DescribeCheckpoint
+from .checkpoints.card import DATA_KEY, MODEL_KEY, DescribeCheckpoint
 from .checkpoints.io import hand_over, load_checkpoint, load_weights
+from .checkpoints.registry import active, trust
+from .checkpoints.restore import check_names
 from .checkpoints.resume import resume_path
 from .checkpoints.run_settings import command_line_overrides, keep_run_settings
 from .cli.console import log_config, log_file_names
@@ -53,6 +55,7 @@ def train(
             change its data split); by default the command line's.
         callbacks: join the configured ones (a sweep adds its pruning callback).
     """
+    trust(cfg.get("trusted_classes"))  # classes a model or checkpoint may name
     started = time.perf_counter()
     ckpt_path, resumed, init_from = starting_point(cfg)  # checked before anything is written
     if resumed is not None:
@@ -163,7 +166,10 @@ def starting_point(
             "starts a new one from its weights: set only one"
         )
     if ckpt_path is not None:
-        return ckpt_path, load_checkpoint(ckpt_path), None
+        resumed = load_checkpoint(ckpt_path)
+        if DATA_KEY in resumed and MODEL_KEY in resumed:  # what it names must be buildable
+            check_names(resumed, active(), ckpt_path)
+        return ckpt_path, resumed, None
     if not cfg.get("init_from"):
         return None, None, None
     return None, None, load_checkpoint(cfg.init_from)

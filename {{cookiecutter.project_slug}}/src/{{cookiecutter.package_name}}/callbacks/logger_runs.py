@@ -12,6 +12,7 @@ under one run id; ``wandb sync --id <id> <run>/wandb/offline-run-*`` uploads the
 order of start time, into one run (see the README's Loggers section).
 """
 
+import re
 from typing import Any
 
 from hydra.utils import get_class
@@ -20,6 +21,7 @@ from lightning.pytorch.loggers import Logger, MLFlowLogger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
 KEY = "logger_runs"
+RUN_ID = re.compile(r"[\w.-]{1,128}")  # a tracker's run id; anything else is not continued
 # Each tracker: its logger class and the constructor argument that names a run to continue.
 TRACKERS: dict[str, tuple[type[Logger], str]] = {
     "wandb": (WandbLogger, "id"),
@@ -80,6 +82,6 @@ def continue_logger_runs(
         if tracker is None or tracker not in stored:
             continue
         argument = TRACKERS[tracker][1]
-        if node.get(argument) is None:
+        if node.get(argument) is None and RUN_ID.fullmatch(str(stored[tracker])):
             OmegaConf.update(continued, f"{name!s}.{argument}", stored[tracker], force_add=True)
     return continued

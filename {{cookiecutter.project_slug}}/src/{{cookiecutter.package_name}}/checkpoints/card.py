@@ -10,6 +10,7 @@ from lightning import Callback, LightningModule, Trainer
 
 from ..data.adapters import data_card
 from ..data.info import DataInfo
+from .registry import active
 
 DATA_KEY = "data"
 MODEL_KEY = "model"
@@ -24,7 +25,7 @@ class DescribeCheckpoint(Callback):
     def on_save_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
-        cls = type(pl_module)
         datamodule = trainer.datamodule  # type: ignore[attr-defined]  # set outside Trainer
         checkpoint[DATA_KEY] = data_card(datamodule, self.info)
-        checkpoint[MODEL_KEY] = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}
+        # The registry's name for the class: it survives a move within its package.
+        checkpoint[MODEL_KEY] = {"_target_": active().key(type(pl_module))}

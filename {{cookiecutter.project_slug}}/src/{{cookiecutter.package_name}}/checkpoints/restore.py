@@ -2,11 +2,24 @@
 
 The one way eval, export and predict open a checkpoint::
 
-    checkpoint = Checkpoint.open(path, allowed=cfg.checkpoint_targets)
+    checkpoint = Checkpoint.open(path)
     model = checkpoint.model()                       # weights loaded, eval mode
     datamodule = checkpoint.datamodule(overrides)    # the run's own data and split
 
-Everything built from the file is checked against the allowlist first (``targets.py``).
+What a checkpoint can and cannot make this project do (the promise):
+
+- Loading it runs no code of its choosing. Its tensors are read with ``weights_only=True``;
+  every class it names (model, net and anything nested in the net's arguments, task,
+  optimizer, schedule, data module) is resolved by ``registry.py``: a class statement
+  under this project's package, ``torch.nn`` or ``torch.optim`` (or a class named exactly
+  in ``trusted_classes``), of the right base for its slot, found before anything is
+  imported. Its strings are plain values, never OmegaConf interpolations.
+- Its data paths are used as stored only inside this project or this command's
+  ``paths.root_dir``; a path elsewhere must be named again (``data.path=...``).
+- It still chooses the arguments of those classes (sizes, learning rates, a CSV column):
+  a file from someone you do not trust can make a model that predicts nonsense, or a
+  data module that reads a table of this project's. Its checksum detects corruption, not
+  tampering: anyone can recompute it.
 """
 
 import logging
@@ -16,16 +29,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import get_class, instantiate
 from lightning import LightningDataModule, LightningModule
 
 from ..cli.errors import UserError, first_line
 from ..data.info import DataInfo
 from .card import DATA_KEY, MODEL_KEY
 from .io import load_checkpoint, load_weights
-from .targets import check_targets
+from .registry import Registry, active
 
 log = logging.getLogger(__name__)
+
+# src/<package>/checkpoints/restore.py -> the project folder
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass
@@ -34,22 +49,21 @@ class Checkpoint:
 
     path: Path
     content: dict[str, Any]
-    allowed: tuple[str, ...] = ()
+    registry: Registry
 
     @classmethod
-    def open(cls, path: str | Path, allowed: Iterable[str] = ()) -> "Checkpoint":
-        """Load (weights only, verified) and check it describes its data and model."""
+    def open(cls, path: str | Path, registry: Registry | None = None) -> "Checkpoint":
+        """Load (weights only, verified); check it describes its data and model, and that
+        every class it names is one the registry may build (nothing is built yet)."""
         content = load_checkpoint(path)
-        checkpoint = cls(Path(path), content, tuple(allowed or ()))
+        checkpoint = cls(Path(path), content, registry or active())
         if DATA_KEY not in content or MODEL_KEY not in content:
             raise UserError(
                 f"checkpoint '{path}' does not describe its data and model (it was not "
                 "written by this project's train, or by an older version); retrain, or "
                 "load its weights with init_from="
             )
-        check_targets(content[DATA_KEY], str(path), checkpoint.allowed)
-        check_targets(content[MODEL_KEY], str(path), checkpoint.allowed)
-        check_targets(content.get("hyper_parameters", {}), str(path), checkpoint.allowed)
+        check_names(content, checkpoint.registry, path)
         return checkpoint
 
     @property
@@ -69,9 +83,11 @@ class Checkpoint:
     def model(self) -> LightningModule:
         """The LightningModule rebuilt from the checkpoint's hyperparameters, weights loaded."""
         target = self.content[MODEL_KEY]["_target_"]
+        model_class = self.registry.resolve(target, "model", f"checkpoint '{self.path}' model")
         try:
-            model_class = get_class(target)
             model = model_class(**self.content.get("hyper_parameters", {}))
+        except UserError:
+            raise
         except Exception as error:  # what a foreign constructor raises is not ours to type
             raise UserError(
                 f"checkpoint '{self.path}' cannot rebuild its model {target} "
@@ -80,22 +96,35 @@ class Checkpoint:
         load_weights(model, self.content, self.path)
         return model.eval()
 
-    def datamodule(self, overrides: Mapping[str, Any] | None = None) -> LightningDataModule:
-        """The run's data module, set up, with its stored settings (``overrides`` win, warned)."""
+    def datamodule(
+        self, overrides: Mapping[str, Any] | None = None, roots: Iterable[str | Path] = ()
+    ) -> LightningDataModule:
+        """The run's data module, set up, with its stored settings (``overrides`` win, warned).
+
+        Args:
+            overrides: ``data.<setting>=`` values given by the user.
+            roots: folders besides the project where the stored data paths may be used as
+                they are (the command's ``paths.root_dir``); a path elsewhere must be given
+                again in ``overrides``.
+        """
         card = self.content[DATA_KEY]
         settings = self.data_settings
-        for key, value in (overrides or {}).items():
+        given = dict(overrides or {})
+        for key, value in given.items():
             if settings.get(key) != value:
                 log.warning(
                     "data.%s=%s overrides the checkpoint's %s", key, value, settings.get(key)
                 )
             settings[key] = value
-        check_targets(settings, str(self.path), self.allowed)
+        check_data_paths(settings, given, self.path, roots)
         try:
-            datamodule = instantiate({"_target_": card["_target_"], **settings})
+            datamodule = self.registry.build(
+                {"_target_": card["_target_"], **settings}, "data", "data"
+            )
+        except UserError:
+            raise
         except Exception as error:
-            cause = error.__cause__ if isinstance(error.__cause__, UserError) else None
-            raise cause or UserError(
+            raise UserError(
                 f"checkpoint '{self.path}' cannot rebuild its data module {card['_target_']} "
                 f"({first_line(error)}); pass data.<setting>=... to fix the stored settings"
             ) from error
@@ -109,3 +138,41 @@ class Checkpoint:
                 "if it moved, pass its new place, e.g. data.path=... or data.root=..."
             ) from error
         return datamodule
+
+
+def check_names(content: Mapping[str, Any], registry: Registry, path: str | Path) -> None:
+    """Resolve every class the checkpoint names (model, its parts, data); build nothing."""
+    where = f"checkpoint '{path}'"
+    registry.resolve(content[MODEL_KEY].get("_target_"), "model", f"{where} model")
+    registry.check_model(content.get("hyper_parameters") or {}, f"{where} model")
+    card = content[DATA_KEY]
+    registry.resolve(card.get("_target_"), "data", f"{where} data")
+    registry.check(card.get("args") or {}, "part", f"{where} data")
+
+
+PATH_SETTINGS = ("path", "root")
+PATH_SUFFIXES = ("_dir", "_path", "_file", "_root")
+
+
+def is_path_setting(name: str) -> bool:
+    return name in PATH_SETTINGS or name.endswith(PATH_SUFFIXES)
+
+
+def check_data_paths(
+    settings: Mapping[str, Any],
+    given: Mapping[str, Any],
+    source: str | Path,
+    roots: Iterable[str | Path],
+) -> None:
+    """Refuse a stored data path outside the project and ``roots`` unless the user named it."""
+    allowed = [PROJECT_ROOT, *(Path(root).resolve() for root in roots)]
+    for name, value in settings.items():
+        if name in given or not is_path_setting(name) or not isinstance(value, str) or not value:
+            continue
+        place = Path(value).resolve()  # where the data module would look
+        if not any(place == root or root in place.parents for root in allowed):
+            raise UserError(
+                f"checkpoint '{source}' stores data.{name}={value}, outside this project; a "
+                f"checkpoint's data paths are used only inside it: if you trust that place, "
+                f"name it again with data.{name}={value}"
+            )

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..cli.errors import UserError
 from .card import DATA_KEY
+from .registry import active
+from .restore import check_data_paths
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,9 @@ def keep_run_settings(
         return
     given = {override_key(override) for override in overrides}
     stored_target, stored = card["_target_"], dict(card.get("args", {}))
+    named = {key.removeprefix("data."): None for key in given if key.startswith("data.")}
+    kept = {key: value for key, value in stored.items() if key not in LOADING_ONLY}
+    check_data_paths(kept, named, source, roots=[cfg.paths.root_dir] if "paths" in cfg else [])
     current = OmegaConf.to_container(cfg.data, resolve=True)
     assert isinstance(current, dict)  # cfg.data is a mapping
     if not same_class(current.get("_target_"), stored_target):
@@ -70,7 +74,7 @@ def keep_run_settings(
             current.get("_target_"),
         )
         with open_dict(cfg):
-            cfg.data = {"_target_": stored_target, **stored}
+            cfg.data = literal({"_target_": stored_target, **stored})
         keep_seed(cfg, stored)
         return
     for key, old in stored.items():
@@ -84,18 +88,32 @@ def keep_run_settings(
     with open_dict(cfg):
         for key, old in stored.items():
             if key not in LOADING_ONLY:
-                cfg.data[key] = old
+                cfg.data[key] = literal(old)
     keep_seed(cfg, stored)
 
 
 def same_class(target: Any, other: str) -> bool:
-    """Whether two ``_target_`` strings name one class (``data.X`` is ``data.module.X``)."""
+    """Whether two ``_target_`` strings name one class (``data.X`` is ``data.module.X``).
+
+    ``other`` (the checkpoint's) was resolved by the registry when the checkpoint was read.
+    """
     if target == other:
         return True
     try:
-        return get_class(str(target)) is get_class(other)
-    except Exception:  # a target that does not import is not the same
+        return active().resolve(target, "data") is active().resolve(other, "data")
+    except UserError:  # a target the registry does not build is not the same
         return False
+
+
+def literal(value: Any) -> Any:
+    """A checkpoint's value made safe to put into a config: ``${...}`` stays text."""
+    if isinstance(value, str):
+        return value.replace("${", "\\${")
+    if isinstance(value, dict):
+        return {key: literal(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [literal(item) for item in value]
+    return value
 
 
 def keep_seed(cfg: DictConfig, stored: dict[str, Any]) -> None:

@@ -63,12 +63,13 @@ def warn_if_plain(datamodule: LightningDataModule) -> None:
 
 def data_card(datamodule: LightningDataModule, info: DataInfo) -> dict[str, Any]:
     """What a checkpoint stores to rebuild and describe its data: plain containers, tensors."""
-    cls = type(datamodule)
+    from ..checkpoints.registry import active  # the registry imports the data package
+
     args = dict(getattr(datamodule, "hparams", {}) or {})
     mean = getattr(datamodule, "mean", None)
     std = getattr(datamodule, "std", None)
     card: dict[str, Any] = {
-        "_target_": f"{cls.__module__}.{cls.__qualname__}",
+        "_target_": active().key(type(datamodule)),
         "args": plain(args),
         "info": info.to_dict(),
         "contract": is_contract(datamodule),

@@ -11,11 +11,11 @@ import inspect
 from typing import Any
 
 import torch
-from hydra.utils import get_class, instantiate
 from lightning import LightningModule
 from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
 
+from ..checkpoints.registry import active
 from ..cli.errors import UserError, first_line
 from ..data.info import DataInfo
 from ..runtime.config import to_plain
@@ -42,7 +42,7 @@ def build_model(
     node: dict[str, Any] = to_plain(model_cfg)
     refuse_moved_keys(node)
     node["net"] = sized_net(node["net"], info)
-    model_class = get_class(node["_target_"])
+    model_class = active().resolve(node.get("_target_"), "model", "model")
     accepts = inspect.signature(model_class).parameters
     if "task" in accepts:
         node["task"] = task_for(node.get("task"), info, target_stats or {})
@@ -50,8 +50,10 @@ def build_model(
         if name in accepts and value is not None:
             node[name] = to_plain(value)
     check_net_fits(node["net"], info)
+    active().check_model(node)
+    arguments = {key: value for key, value in node.items() if key != "_target_"}
     extra = {"compile": compile} if compile else {}
-    return instantiate(node, _recursive_=False, **extra)
+    return model_class(**arguments, **extra)
 
 
 def refuse_moved_keys(node: dict[str, Any]) -> None:
@@ -76,7 +78,7 @@ def task_for(
     """
     default = f"{Task.__module__}.{TASKS[info.target_kind].__qualname__}"
     task = {"_target_": default, **(given or {})}
-    task_class = get_class(task["_target_"])
+    task_class = active().resolve(task["_target_"], "task", "model.task")
     kind = getattr(task_class, "target_kind", None)
     if kind is not None and kind != info.target_kind:
         what = (
@@ -95,7 +97,9 @@ def task_for(
 
 def sized_net(net: dict[str, Any], info: DataInfo) -> dict[str, Any]:
     """``net`` with the sizes the data decides filled in (and checked where the config set them)."""
-    accepts = inspect.signature(get_class(net["_target_"])).parameters
+    accepts = inspect.signature(
+        active().resolve(net.get("_target_"), "net", "model.net")
+    ).parameters
     sizes = {"input_shape": list(info.input_shape), "num_outputs": info.num_outputs}
     net = dict(net)
     for name in FROM_DATA:
@@ -132,7 +136,7 @@ def check_net_fits(net_cfg: dict[str, Any], info: DataInfo) -> None:
     target = net_cfg["_target_"].rsplit(".", 1)[-1]
     shape = tuple(info.input_shape)
     with isolate_rng(), torch.no_grad():  # the throwaway must not shift the seeded run
-        net: nn.Module = instantiate(net_cfg)
+        net: nn.Module = active().build(net_cfg, "net", "model.net")
         net.eval()
         try:
             outputs = net(torch.zeros(2, *shape))

@@ -9,7 +9,6 @@ import functools
 import math
 from typing import Any
 
-from hydra.utils import instantiate
 from lightning import LightningModule
 from lightning.fabric.utilities.data import AttributeDict
 from lightning.pytorch.utilities.types import OptimizerConfig, OptimizerLRSchedulerConfig
@@ -18,6 +17,7 @@ from torch.nn.utils import get_total_norm
 from torch.optim import Optimizer
 from torchmetrics import Metric as TorchMetric
 
+from ..checkpoints.registry import active
 from ..cli.errors import UserError
 from ..runtime.config import to_plain
 from .tasks import GRAD_NORM, LOSS, TEST, TRAIN, VAL, Regression, Task
@@ -64,8 +64,9 @@ class TaskModule(LightningModule):
                 "scheduler": to_plain(scheduler),
             }
         )
-        self.task: Task = instantiate(self.hparams.task)
-        net_module: nn.Module = instantiate(self.hparams.net)
+        # Built through the registry: a checkpoint's hyperparameters name only its classes.
+        self.task: Task = active().build(self.hparams.task, "task")
+        net_module: nn.Module = active().build(self.hparams.net, "net")
         if isinstance(self.task, Regression):  # outputs in the target's units
             net_module = nn.Sequential(net_module, self.task.output_head())
         self.net = net_module
@@ -137,8 +138,13 @@ class TaskModule(LightningModule):
         if not self.hparams.scheduler:
             return {"optimizer": optimizer}
         total, per_epoch = self.planned_steps()
-        build = instantiate(self.hparams.scheduler, _partial_=True)
-        scheduler = build(optimizer, total_steps=total, steps_per_epoch=per_epoch)
+        scheduler = active().build(
+            self.hparams.scheduler,
+            "scheduler",
+            optimizer=optimizer,
+            total_steps=total,
+            steps_per_epoch=per_epoch,
+        )
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
@@ -146,7 +152,7 @@ class TaskModule(LightningModule):
 
     def build_optimizer(self) -> Optimizer:
         """The configured optimizer over the net's parameter groups."""
-        return instantiate(self.hparams.optimizer, _partial_=True)(self.parameter_groups())
+        return active().build(self.hparams.optimizer, "optimizer", params=self.parameter_groups())
 
     def planned_steps(self) -> tuple[int, int | None]:
         """Optimizer steps of the whole run and of one epoch, gradient accumulation included."""

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..callbacks.checkpoint import PreemptibleCheckpoint
 from ..callbacks.logger_runs import LoggerRuns, continue_logger_runs
 from ..callbacks.step_hooks import skip_unused_step_hooks
+from ..checkpoints.registry import active
 from ..cli.errors import UserError
 from ..data.adapters import data_info, is_contract
 from ..data.info import DataInfo
@@ -84,7 +85,8 @@ def build_trainer(
 
 def build_parts(cfg: DictConfig) -> tuple[LightningDataModule, LightningModule, DataInfo]:
     """The data module (set up), the model sized for its data, and the data's metadata."""
-    datamodule = instantiate(cfg.data)
+    # Through the registry: a resumed run's data settings come from its checkpoint.
+    datamodule = active().build(to_plain(cfg.data), "data", "data")
     info = data_info(datamodule, OmegaConf.select(cfg, "model.task.num_classes"))
     return datamodule, model_for(cfg, datamodule, info), info
 

@@ -273,10 +273,16 @@ RUN_MODE = Rule(  # Hydra gives its RunMode enum, a user writes the name
     lambda value: value is None or getattr(value, "name", value) in ("RUN", "MULTIRUN"),
 )
 TASK_NAME = matching("a name without '/'", r"[^/\\]+", example="train")
-PREFIXES = Rule(
-    "a list of module prefixes",
-    "[my_models]",
-    lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
+CLASS_NAMES = Rule(
+    "a list of exact class names (package.module.Class)",
+    "[my_models.nets.ResNet]",
+    lambda value: (
+        isinstance(value, list)
+        and all(
+            isinstance(item, str) and re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", item)
+            for item in value
+        )
+    ),
 )
 # As Lightning 2.6 takes them: auto, gpu and its registry's names. Spelled out rather than
 # read from the registry: importing Lightning would cost every command (ONNX predict too)
@@ -342,7 +348,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("npz_key", null_or(text("x"))),
     ("invert", flag()),
     ("batch_size", integer(1, example=512)),
-    ("checkpoint_targets", PREFIXES),
+    ("trusted_classes", CLASS_NAMES),
     ("opset", integer(7, example=18)),
     ("batch_sizes", list_of(integer(1, example=1), example="[1,7,64]")),
     ("tolerance", number(above=0.0, example=1e-4)),
