@@ -39,10 +39,14 @@ def test_a_table_that_moved_is_one_line_naming_the_stored_path(tmp_path: Path) -
     moved = tmp_path / "moved.csv"
     shutil.move(table, moved)
     checkpoint = metrics["best_checkpoint"]
+    # A stored path outside the project is not followed until the user names it again.
+    with pytest.raises(UserError, match=rf"stores data.path={table}, outside this project"):
+        evaluate(compose_config(tmp_path / "e0", [f"ckpt_path={checkpoint}"], "eval"))
+    named = [f"ckpt_path={checkpoint}", f"+data.path={table}"]
     with pytest.raises(
         UserError, match=rf"cannot be read: data.path '{table}' is not a file.*data\.path="
     ):
-        evaluate(compose_config(tmp_path / "e1", [f"ckpt_path={checkpoint}"], "eval"))
+        evaluate(compose_config(tmp_path / "e1", named, "eval"))
     scores = evaluate(
         compose_config(tmp_path / "e2", [f"ckpt_path={checkpoint}", f"+data.path={moved}"], "eval")
     )
