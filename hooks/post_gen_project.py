@@ -29,7 +29,6 @@ OPTIONAL_PATHS = {
     "Dockerfile": DOCKER == "yes",
     ".dockerignore": DOCKER == "yes",
     f"src/{PACKAGE}/serve.py": SERVE == "yes",
-    f"src/{PACKAGE}/serving": SERVE == "yes",
     "configs/serve.yaml": SERVE == "yes",
     "tests/test_serve.py": SERVE == "yes",
 }

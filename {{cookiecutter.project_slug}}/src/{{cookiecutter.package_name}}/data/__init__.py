@@ -1,19 +1,9 @@
-"""Data modules: the contract every one follows (``base.py``) and the ones that ship.
+"""This project's data modules: subclasses of ``platekit.data.BaseDataModule``.
 
-Names are imported on first use, so a command that needs only ``data.info`` or
-``data.inputs`` (ONNX predict) does not import torch.
+The generic ones (``platekit.data.CsvDataModule``, ``ImageFolderDataModule``) are named by
+``configs/data/csv.yaml`` and ``image_folder.yaml``.
 """
 
-from ..runtime.lazy import lazy_exports
+from .digits import DigitsDataModule
 
-EXPORTS = {
-    "BaseDataModule": ".base",
-    "Rows": ".base",
-    "CsvDataModule": ".csv",
-    "DataInfo": ".info",
-    "DigitsDataModule": ".digits",
-    "ImageFolderDataModule": ".image_folder",
-}
-__all__ = sorted(EXPORTS)
-
-__getattr__ = lazy_exports(__name__, EXPORTS)
+__all__ = ["DigitsDataModule"]

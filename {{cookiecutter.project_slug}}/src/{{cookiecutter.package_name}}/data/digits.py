@@ -1,13 +1,11 @@
 """scikit-learn's digits: 1,797 real 8x8 grey images of handwritten 0-9, shipped offline."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import torch
-
-from .base import BaseDataModule, Rows
-from .info import DataInfo
+from platekit.data import BaseDataModule, DataInfo, Rows
+from platekit.data.examples import read_sklearn_table
 
 
 class DigitsDataModule(BaseDataModule):
@@ -49,17 +47,3 @@ def read_digits() -> tuple[np.ndarray, np.ndarray]:
         digits = load_digits()
         return digits.data, digits.target
     return table[:, :-1], table[:, -1].astype(np.int64)  # 64 pixels, then the label
-
-
-def sklearn_data_file(name: str) -> Path | None:
-    """The path of a data file scikit-learn ships, found without importing scikit-learn."""
-    spec = importlib.util.find_spec("sklearn")
-    path = Path(spec.origin).parent / "datasets" / "data" / name if spec and spec.origin else None
-    return path if path is not None and path.is_file() else None
-
-
-def read_sklearn_table(name: str, skip_rows: int = 0) -> np.ndarray | None:
-    path = sklearn_data_file(name)
-    if path is None:
-        return None
-    return np.loadtxt(path, delimiter=",", dtype=np.float64, skiprows=skip_rows)

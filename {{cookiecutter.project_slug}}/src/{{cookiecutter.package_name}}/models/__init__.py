@@ -1,18 +1,9 @@
-"""Networks (plain ``nn.Module``), the tasks they learn and the LightningModule that trains them.
+"""This project's nets: plain ``nn.Module``s, sized by the data (``input_shape``, ``num_outputs``).
 
-Names are imported on first use, so ``models.onnx_runner`` loads without torch.
+The task they learn and the LightningModule that trains them are platekit's
+(``platekit.models``); a task of the project's own goes beside the nets.
 """
 
-from ..runtime.lazy import lazy_exports
+from .nets import MLP, SmallCNN
 
-EXPORTS = {
-    "Classification": ".tasks",
-    "MLP": ".nets",
-    "Regression": ".tasks",
-    "SmallCNN": ".nets",
-    "Task": ".tasks",
-    "TaskModule": ".task_module",
-}
-__all__ = sorted(EXPORTS)
-
-__getattr__ = lazy_exports(__name__, EXPORTS)
+__all__ = ["MLP", "SmallCNN"]

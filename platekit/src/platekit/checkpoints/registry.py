@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from ..cli.errors import UserError
+from ..project import current
 
-PACKAGE = __name__.split(".")[0]
-ROOTS = (PACKAGE, "torch.nn", "torch.optim")
+KIT = __name__.split(".")[0]  # this support package
+LIBRARIES = (KIT, "torch.nn", "torch.optim")
 HYDRA_KEYS = frozenset({"_partial_", "_args_", "_recursive_", "_convert_", "_component_"})
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 
@@ -49,7 +50,7 @@ SLOT_BASES: dict[str, tuple[str, str]] = {
     "model": ("lightning.pytorch.core.module", "LightningModule"),
     "net": ("torch.nn.modules.module", "Module"),
     "part": ("torch.nn.modules.module", "Module"),  # a class nested in a net's arguments
-    "task": (f"{PACKAGE}.models.tasks", "Task"),
+    "task": (f"{KIT}.models.tasks", "Task"),
     "optimizer": ("torch.optim.optimizer", "Optimizer"),
     "scheduler": ("torch.optim.lr_scheduler", "LRScheduler"),
     "data": ("lightning.pytorch.core.datamodule", "LightningDataModule"),
@@ -67,8 +68,12 @@ class Registry:
             purpose (``trusted_classes=[...]``).
     """
 
-    roots: tuple[str, ...] = ROOTS
     trusted: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The project's package, this support package, ``torch.nn`` and ``torch.optim``."""
+        return (current().package, *LIBRARIES)
 
     def resolve(self, name: Any, slot: str, where: str = "") -> type:
         """The class ``name`` stands for in ``slot``; a UserError, before any import, if none."""
@@ -78,7 +83,7 @@ class Registry:
                 f"{slot}{place} names {name!r}, which is not a class name (package.Class); "
                 "refused without importing anything"
             )
-        name = ALIASES.get(name, name)
+        name = moved(ALIASES.get(name, name), self.roots[0])
         if name in self.trusted:
             module, _, qualname = name.rpartition(".")
         else:
@@ -182,6 +187,19 @@ def trust(names: Iterable[str] | None = ()) -> Registry:
             )
     _active = Registry(trusted=frozenset(given))
     return _active
+
+
+def moved(name: str, package: str) -> str:
+    """A class the project's package held before it moved here keeps working by its old name.
+
+    ``<package>.models.TaskModule`` (configs and checkpoints written before the split) is
+    ``platekit.models.TaskModule`` when the project itself defines no such class.
+    """
+    prefix = f"{package}."
+    if not name.startswith(prefix) or locate(name, (package,)) is not None:
+        return name
+    candidate = f"{KIT}.{name.removeprefix(prefix)}"
+    return candidate if locate(candidate, (KIT,)) is not None else name
 
 
 def check_plain(node: Mapping[str, Any], where: str) -> None:

@@ -35,12 +35,11 @@ from ..cli.errors import UserError, first_line
 from ..data.info import DataInfo
 from .card import DATA_KEY, MODEL_KEY
 from .io import load_checkpoint, load_weights
+from ..project import current
 from .registry import Registry, active
 
 log = logging.getLogger(__name__)
 
-# src/<package>/checkpoints/restore.py -> the project folder
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass
@@ -165,7 +164,7 @@ def check_data_paths(
     roots: Iterable[str | Path],
 ) -> None:
     """Refuse a stored data path outside the project and ``roots`` unless the user named it."""
-    allowed = [PROJECT_ROOT, *(Path(root).resolve() for root in roots)]
+    allowed = [current().root, *(Path(root).resolve() for root in roots)]
     for name, value in settings.items():
         if name in given or not is_path_setting(name) or not isinstance(value, str) or not value:
             continue

@@ -17,7 +17,7 @@ import torch
 from ..cli.errors import UserError
 from ..runtime.files import write_atomic
 from .base import BaseDataModule, Rows
-from .digits import read_sklearn_table
+from .examples import read_sklearn_table
 from .info import DataInfo
 from .tables import MISSING, as_number, numeric_column, pick_columns, read_table
 
@@ -168,7 +168,7 @@ def wine_table() -> str:
 
 
 def diabetes_table() -> str:
-    from .digits import sklearn_data_file
+    from .examples import sklearn_data_file
 
     data_file, target_file = (
         sklearn_data_file("diabetes_data_raw.csv.gz"),

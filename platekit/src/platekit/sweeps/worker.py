@@ -12,6 +12,7 @@ the study's storage only:
 - a worker with no budget left waits while trials run elsewhere, in case one is lost.
 """
 
+from importlib import import_module
 import gc
 import logging
 import os
@@ -33,7 +34,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from ..cli.errors import UserError
 from ..cli.hints import first_line
 from ..reporting.summary import objective
-from ..train import train
+from ..project import current
 from .config import SweepSettings, compose_train
 from .logs import trial_log
 from .pruning import PruneBadTrials
@@ -123,6 +124,7 @@ def run_trial(study: Study, trial: Trial, plan: TrialPlan, index: int) -> bool:
     try:
         with heartbeat(trial, settings.heartbeat_s), trial_log(run_dir):
             try:
+                train = import_module(f"{current().package}.train").train  # the project's recipe
                 metrics = train(_trial_config(plan, params, run_dir), callbacks=[pruning])
                 value = None if "stopped" in metrics else objective(metrics, settings.metric)
             except Exception:

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-PACKAGE = __package__.rsplit(".", 1)[0]
-SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the package
+from ..project import current
+
 STAGES = ("imports", "config", "data_setup", "model_build", "first_step")
 
 
@@ -50,7 +50,8 @@ def _first_step_process(overrides: list[str], output_dir: Path, clock: str) -> d
     """Seconds each stage took in one fresh process (imports include interpreter start)."""
     launched = time.time()
     result = subprocess.run(
-        [sys.executable, "-m", __name__, f"paths.output_dir={output_dir}", *overrides],
+        [sys.executable, "-m", __name__, current().package, f"paths.output_dir={output_dir}"]
+        + overrides,
         env=_child_env(),
         capture_output=True,
         text=True,
@@ -75,15 +76,15 @@ def _import_lightning_seconds(clock: str) -> float:
 
 
 def _child_env() -> dict[str, str]:
-    paths = [str(SOURCE_ROOT), os.environ.get("PYTHONPATH", "")]
+    paths = [str(current().root / "src"), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
-def _run_stages(overrides: list[str]) -> None:
+def _run_stages(package: str, overrides: list[str]) -> None:
     """Run the stages of ``train.train`` up to the end of the first step, stamping each."""
     from importlib import import_module
 
-    import_module(f"{PACKAGE}.train")  # everything `python -m <package>.train` imports
+    import_module(f"{package}.train")  # everything `python -m <package>.train` imports
     import torch
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
@@ -129,4 +130,4 @@ def _run_stages(overrides: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    _run_stages(sys.argv[1:])
+    _run_stages(sys.argv[1], sys.argv[2:])

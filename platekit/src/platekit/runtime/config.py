@@ -10,15 +10,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ..cli.errors import UserError
+from ..project import current
 from .files import write_atomic
 
 
 def config_dir() -> Path:
-    """Absolute path of ``configs/``: ``$CONFIG_DIR`` if set, else the project's own."""
-    if override := os.environ.get("CONFIG_DIR"):
-        return Path(override).resolve()
-    # src/<package>/runtime/config.py -> project root
-    return Path(__file__).resolve().parents[3] / "configs"
+    """Absolute path of the current project's ``configs/`` (``$CONFIG_DIR`` if set)."""
+    return current().config_dir
 
 
 def to_plain(node: Any) -> Any:

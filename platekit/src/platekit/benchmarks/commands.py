@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..cli.errors import UserError
-from .startup import PACKAGE, SOURCE_ROOT, _import_lightning_seconds
+from ..project import current
+from .startup import _child_env, _import_lightning_seconds
 
 TARGET_ONNX_PREDICT_S = 1.0
 TARGET_ABOVE_IMPORT_S = 1.0
@@ -82,11 +83,9 @@ def timed(args: list[str], root: Path) -> float:
 
 def run(args: list[str], root: Path) -> None:
     entry, *overrides = args
-    paths = [str(SOURCE_ROOT), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     result = subprocess.run(
-        [sys.executable, "-m", f"{PACKAGE}.{entry}", *overrides, f"paths.root_dir={root}"],
-        env=env,
+        [sys.executable, "-m", f"{current().package}.{entry}", *overrides, f"paths.root_dir={root}"],
+        env=_child_env(),
         capture_output=True,
         text=True,
         check=False,

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 
 from ..cli.errors import UserError
 from ..models.onnx_runner import OnnxRunner
-from ..predict import in_batches, prediction_rows
+from ..commands.predict import in_batches, prediction_rows
 from .bodies import ACCEPTED, Limits, decode, read_limited
 
 log = logging.getLogger(__name__)

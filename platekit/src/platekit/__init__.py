@@ -1,0 +1,13 @@
+"""platekit: the machinery under a torchplate project.
+
+A baked project owns its data modules, nets, configs and recipes; this package runs them:
+config checks, the trainer, checkpoints that rebuild themselves and load safely, exact
+resume, export, predict, serve, sweeps, doctor and bench. Its public API (kept stable
+across minor versions, see README.md) is what this module names; the rest is private.
+"""
+
+from .project import Project, current, use
+
+__version__ = "0.1.0"
+
+__all__ = ["Project", "__version__", "current", "use"]

@@ -1,0 +1,248 @@
+"""Export a checkpoint to one self-contained ``model.onnx``, then prove it matches PyTorch.
+
+python -m <package>.export ckpt_path=outputs/train/runs/<time>/checkpoints/last.ckpt
+
+The graph takes raw inputs (normalisation baked in) with a dynamic batch dimension. Before
+``model.onnx`` appears, onnxruntime and PyTorch run the same real test inputs at several
+batch sizes; the file is kept only if every output agrees within ``tolerance`` and the
+predicted classes match. ``export.json`` beside it records the interface and the results.
+"""
+
+import json
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime
+import torch
+from lightning import LightningDataModule
+from omegaconf import DictConfig
+
+from ..checkpoints.registry import trust
+from ..checkpoints.restore import Checkpoint
+from ..cli.errors import UserError
+from ..data.base import BaseDataModule
+from ..data.info import DataInfo
+from ..models.exportable import RawInputModel, from_checkpoint
+from ..models.onnx_runner import INFO_KEY, OnnxRunner, output_names
+from ..models.runners import TorchRunner
+from ..runtime.files import write_atomic, write_json
+from ..runtime.run import data_overrides, prepare_run
+
+log = logging.getLogger(__name__)
+
+
+def export(cfg: DictConfig) -> dict[str, Any]:
+    """Write ``cfg.output_path`` and ``export.json`` beside it; return what the JSON holds."""
+    trust(cfg.get("trusted_classes"))  # classes a model or checkpoint may name
+    if not cfg.get("ckpt_path"):
+        raise UserError("ckpt_path is not set; run e.g. `export ckpt_path=path/to/last.ckpt`")
+    check_settings(cfg)
+    checkpoint = Checkpoint.open(cfg.ckpt_path)
+    model = from_checkpoint(checkpoint)
+    info = checkpoint.info
+    prepare_run(cfg)
+    # The test split of the run that wrote the checkpoint: rows the model never trained on.
+    datamodule = checkpoint.datamodule(data_overrides(cfg), roots=[cfg.paths.root_dir])
+    inputs = parity_inputs(datamodule, max(cfg.batch_sizes))
+    sizes = sorted({min(int(size), len(inputs)) for size in cfg.batch_sizes})
+    if sizes[-1] < max(cfg.batch_sizes):
+        log.info("the test split has %d rows: parity at batch sizes %s", len(inputs), sizes)
+
+    output = Path(cfg.output_path)
+    report: dict[str, Any] = {}
+
+    def export_and_check(tmp: Path) -> None:
+        export_onnx(model, torch.from_numpy(inputs[:2]), tmp, cfg.opset, info)
+        label_model(tmp, info, checkpoint.path)
+        onnx_runner = OnnxRunner(tmp, threads=torch.get_num_threads())
+        rows = compare(TorchRunner(model, info), onnx_runner, inputs, sizes, cfg.repeats)
+        log.info("parity and latency (ms), PyTorch vs onnxruntime:\n%s", format_table(rows))
+        check_parity(rows, cfg.tolerance)
+        report.update(describe(tmp, onnx_runner, cfg, model, rows))
+
+    # Exported and checked under a temporary name: a failure leaves no model.onnx behind.
+    write_atomic(output, export_and_check)
+    report["model"] = str(output.resolve())
+    write_json(output.parent / "export.json", report)
+    log.info("model:         %s", output)
+    log.info("export report: %s", output.parent / "export.json")
+    return report
+
+
+def parity_inputs(datamodule: LightningDataModule, rows: int) -> np.ndarray:
+    """Up to ``rows`` raw test inputs (fewer if the split is smaller): the contract's raw
+    rows, else a plain module's test batches as they come."""
+    if isinstance(datamodule, BaseDataModule):
+        inputs = datamodule.raw_inputs("test", limit=rows)
+    else:
+        batches, count = [], 0
+        for batch in datamodule.test_dataloader():
+            batches.append(batch[0])
+            count += len(batch[0])
+            if count >= rows:
+                break
+        inputs = torch.cat(batches)[:rows]
+    if len(inputs) < 2:
+        raise UserError(
+            f"the test split has {len(inputs)} rows; export needs 2 or more to check parity "
+            "(raise data.test_fraction)"
+        )
+    return inputs.float().numpy()
+
+
+def label_model(path: Path, info: DataInfo, checkpoint: Path) -> None:
+    """Store what the model's input is (the DataInfo) and where it came from in the file."""
+    graph = onnx.load(str(path))
+    entries = {INFO_KEY: json.dumps(info.to_dict()), "source_checkpoint": str(checkpoint.resolve())}
+    for key, value in entries.items():
+        graph.metadata_props.append(onnx.StringStringEntryProto(key=key, value=value))
+    onnx.save(graph, str(path))
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """Reject settings that cannot give a meaningful check, before any work is done."""
+    problems = []
+    if not cfg.tolerance > 0:
+        problems.append(f"tolerance={cfg.tolerance} must be > 0 (1e-4 suits float32)")
+    if not cfg.batch_sizes or min(cfg.batch_sizes) < 1:
+        problems.append(f"batch_sizes={list(cfg.batch_sizes or [])} must be positive integers")
+    if cfg.repeats < 1:
+        problems.append(f"repeats={cfg.repeats} must be >= 1")
+    if problems:
+        raise UserError("; ".join(problems) + "; fix them in configs/export.yaml or on the CLI")
+
+
+def export_onnx(
+    model: RawInputModel, example: torch.Tensor, path: Path, opset: int, info: DataInfo
+) -> None:
+    """Trace with the current (dynamo) exporter; weights inside the file; batch left free.
+
+    ``example`` needs a batch of at least 2, or the exporter specialises the batch to 1.
+    """
+    batch = torch.export.Dim("batch")
+    # Quiet the exporter's per-pass INFO lines and its warnings about torchvision ops.
+    for name in ("onnx_ir", "onnxscript", "torch.onnx._internal.exporter._registration"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        torch.onnx.export(
+            model,
+            (example,),
+            str(path),
+            dynamo=True,
+            input_names=[info.input_name],
+            output_names=list(output_names(info.target_kind)),
+            dynamic_shapes=({0: batch},),
+            external_data=False,
+            opset_version=opset,
+        )
+
+
+def compare(
+    torch_runner: TorchRunner,
+    onnx_runner: OnnxRunner,
+    inputs: np.ndarray,
+    batch_sizes: list[int],
+    repeats: int,
+) -> list[dict[str, Any]]:
+    """One row per batch size: largest output difference, class agreement, latencies."""
+    rows = []
+    for size in batch_sizes:
+        batch = inputs[:size]
+        expected, actual = torch_runner(batch), onnx_runner(batch)  # same outputs, same order
+        diff = max(float(np.abs(e - a).max()) for e, a in zip(expected, actual, strict=True))
+        # Regression outputs have no classes; their agreement is the difference alone.
+        same_classes = len(expected) == 1 or np.array_equal(
+            expected[0].argmax(1), actual[0].argmax(1)
+        )
+        torch_ms = latency_ms(torch_runner, batch, repeats)
+        onnx_ms = latency_ms(onnx_runner, batch, repeats)
+        rows.append(
+            {
+                "batch_size": int(size),
+                "max_abs_diff": diff,
+                "classes_agree": bool(same_classes),
+                "torch_ms_p50": torch_ms[0],
+                "torch_ms_p95": torch_ms[1],
+                "onnxruntime_ms_p50": onnx_ms[0],
+                "onnxruntime_ms_p95": onnx_ms[1],
+            }
+        )
+    return rows
+
+
+def latency_ms(run: TorchRunner | OnnxRunner, batch: np.ndarray, repeats: int) -> list[float]:
+    """Median and 95th percentile of ``repeats`` timed calls, after one warm-up call."""
+    run(batch)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run(batch)
+        times.append((time.perf_counter() - started) * 1e3)
+    return [round(float(q), 4) for q in np.percentile(times, [50, 95])]
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'batch':>5}  {'max abs diff':>12}  {'classes':>7}  "
+        f"{'torch p50':>9}  {'torch p95':>9}  {'ort p50':>9}  {'ort p95':>9}"
+    ]
+    for row in rows:
+        lines.append(
+            f"{row['batch_size']:>5}  {row['max_abs_diff']:>12.3g}  "
+            f"{'agree' if row['classes_agree'] else 'DIFFER':>7}  "
+            f"{row['torch_ms_p50']:>9.3f}  {row['torch_ms_p95']:>9.3f}  "
+            f"{row['onnxruntime_ms_p50']:>9.3f}  {row['onnxruntime_ms_p95']:>9.3f}"
+        )
+    return "\n".join(lines)
+
+
+def check_parity(rows: list[dict[str, Any]], tolerance: float) -> None:
+    """Raise if any batch size differs by ``tolerance`` or more (or NaN), or predicts other
+    classes."""
+    for row in rows:
+        # `not diff < tolerance`, not `diff >= tolerance`: a NaN difference must fail.
+        if not row["max_abs_diff"] < tolerance or not row["classes_agree"]:
+            raise UserError(
+                f"ONNX parity failed at batch size {row['batch_size']}: max abs diff "
+                f"{row['max_abs_diff']:.3g} (tolerance {tolerance:g}), classes "
+                f"{'agree' if row['classes_agree'] else 'differ'}; no model.onnx was written. "
+                "Look for ops the exporter translates differently, or raise tolerance if a "
+                "lower precision explains the gap"
+            )
+
+
+def describe(
+    path: Path,
+    runner: OnnxRunner,
+    cfg: DictConfig,
+    model: RawInputModel,
+    rows: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What a user of the ONNX file needs to know, and the evidence that it is faithful."""
+    graph = onnx.load(str(path), load_external_data=False)
+    opset = next(op.version for op in graph.opset_import if op.domain in ("", "ai.onnx"))
+
+    def tensors(items: list[Any]) -> list[dict[str, Any]]:
+        return [{"name": t.name, "shape": list(t.shape), "dtype": t.type} for t in items]
+
+    return {
+        "checkpoint": str(Path(cfg.ckpt_path).resolve()),
+        "opset": int(opset),
+        "inputs": tensors(runner.session.get_inputs()),
+        "outputs": tensors(runner.session.get_outputs()),
+        "input_description": runner.info.input_description,
+        "data": runner.info.to_dict(),
+        "normalisation": {"mean": model.mean.tolist(), "std": model.std.tolist()},
+        "tolerance": float(cfg.tolerance),
+        "parity": rows,
+        "threads": torch.get_num_threads(),
+        "versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},
+    }
+
+

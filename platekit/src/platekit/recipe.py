@@ -1,0 +1,306 @@
+"""The building blocks of a project's train recipe, in the order it calls them.
+
+A project's ``train.py`` reads top to bottom::
+
+    run = TrainRun.start(cfg, overrides)             # checks, resume point, threads, seed
+    datamodule, model, info = build_parts(cfg)       # data set up, model sized for it
+    trainer = run.trainer(cfg, datamodule, model, info, callbacks)
+    if not run.fit(trainer, model, datamodule):      # stopped by a signal: last.ckpt saved
+        return run.stopped(trainer)
+    results = trainer.test(model, datamodule=datamodule, ckpt_path=run.best(trainer))
+    return run.finish(trainer, results)              # metrics.json, plots, summary
+
+Nothing is written before ``trainer``: a bad config, checkpoint or data module stops the
+run with one line and no run directory.
+"""
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lightning import Callback, LightningDataModule, LightningModule, Trainer, seed_everything
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from omegaconf import DictConfig
+
+from .callbacks.confusion import TestConfusionMatrix
+from .callbacks.history import MetricHistory
+from .checkpoints.card import DATA_KEY, MODEL_KEY, DescribeCheckpoint
+from .checkpoints.io import hand_over, load_checkpoint, load_weights
+from .checkpoints.registry import active, trust
+from .checkpoints.restore import Checkpoint, check_names
+from .checkpoints.resume import resume_path
+from .checkpoints.run_settings import command_line_overrides, keep_run_settings
+from .cli.console import log_config, log_file_names
+from .cli.errors import UserError
+from .cli.header import run_header
+from .cli.hints import explain_failures
+from .data.adapters import warn_if_plain
+from .data.info import DataInfo
+from .models.tasks import Task, task_of
+from .reporting.plots import write_plots
+from .reporting.stopping import early_stop, stop_message
+from .reporting.summary import best_row, objective, summarize, summary_table
+from .runtime.files import write_json
+from .runtime.run import (
+    as_floats,
+    build_parts,
+    build_trainer,
+    data_overrides,
+    distributed_sampler,
+    prepare_run,
+)
+from .runtime.signals import StopAfterStep, stopped_by_signal
+from .runtime.slurm import arm_requeue, requeue_if_asked
+from .runtime.threads import Threads, apply_threads, choose_threads
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "Checkpoint",
+    "TrainRun",
+    "build_parts",
+    "build_trainer",
+    "data_overrides",
+    "open_checkpoint",
+    "prepare_run",
+    "report_test",
+    "score",
+]
+
+
+@dataclass
+class TrainRun:
+    """One training run's state between the recipe's steps."""
+
+    cfg: DictConfig
+    threads: Threads
+    ckpt_path: Path | None = None
+    resumed: dict[str, Any] | None = None
+    init_from: dict[str, Any] | None = None
+    started: float = field(default_factory=time.perf_counter)
+    run_dir: Path = Path()
+    task: Task | None = None
+    history: MetricHistory = field(default_factory=MetricHistory)
+    confusion: TestConfusionMatrix | None = None
+    fit_seconds: float = 0.0
+
+    @classmethod
+    def start(cls, cfg: DictConfig, overrides: Sequence[str] | None = None) -> "TrainRun":
+        """Check where the run starts (``ckpt_path``, ``init_from``), set threads and seed.
+
+        Args:
+            overrides: the settings given explicitly (a resumed run refuses those that would
+                change its data split); by default the command line's.
+        """
+        started = time.perf_counter()
+        trust(cfg.get("trusted_classes"))  # classes a model or checkpoint may name
+        ckpt_path, resumed, init_from = starting_point(cfg)
+        if resumed is not None:
+            explicit = command_line_overrides() if overrides is None else overrides
+            keep_run_settings(cfg, resumed, explicit, str(ckpt_path))
+        threads = choose_threads(cfg.get("threads"), cfg.trainer.get("devices"))
+        apply_threads(threads)  # results differ in the last bits between thread counts
+        seed_everything(cfg.seed, workers=True, verbose=False)  # the initial weights depend on it
+        return cls(cfg, threads, ckpt_path, resumed, init_from, started)
+
+    def trainer(
+        self,
+        cfg: DictConfig,
+        datamodule: LightningDataModule,
+        model: LightningModule,
+        info: DataInfo,
+        callbacks: Sequence[Callback] = (),
+    ) -> Trainer:
+        """Load the starting weights, make the run directory, build the trainer, show the header.
+
+        ``callbacks`` join the configured ones (a sweep adds its pruning callback).
+        """
+        if self.resumed is not None and self.ckpt_path is not None:  # fit restores the rest
+            load_weights(model, self.resumed, self.ckpt_path)
+        if self.init_from is not None:
+            initialise(model, self.init_from, cfg.init_from, strict=cfg.init_strict)
+        self.run_dir = prepare_run(cfg)  # only now, with everything checked, is anything written
+        log_config(cfg)  # to train.log; the screen gets the header below
+        warn_if_plain(datamodule)
+        self.task = task_of(model)
+        self.confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
+        extra = [self.history, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
+        trainer = build_trainer(
+            cfg,
+            callbacks=extra + ([self.confusion] if self.confusion else []),
+            resumed=self.resumed,
+            task=self.task,
+            use_distributed_sampler=distributed_sampler(datamodule),
+            announce_precision=False,
+        )
+        if trainer.is_global_zero:
+            header = run_header(
+                data_name=type(datamodule).__name__,
+                info=info,
+                task=self.task,
+                model=model,
+                trainer=trainer,
+                threads=self.threads,
+                precision_setting=str(cfg.trainer.precision),
+                seed=cfg.seed,
+                run_dir=self.run_dir,
+                log_name=(log_file_names() or ["the log file"])[0],
+            )
+            log.info("%s", "\n".join(header))
+        if self.resumed is not None and self.ckpt_path is not None:  # fit reads the one loaded
+            hand_over(trainer, self.ckpt_path, self.resumed)
+        return trainer
+
+    def fit(self, trainer: Trainer, model: LightningModule, datamodule: LightningDataModule) -> bool:
+        """``trainer.fit`` from the starting checkpoint; False if a signal stopped it."""
+        fit_started = time.perf_counter()
+        arm_requeue()  # SLURM: near the time limit, stop as on SIGTERM, then requeue
+        try:
+            with explain_failures(self.cfg):
+                trainer.fit(model, datamodule=datamodule, ckpt_path=self.ckpt_path)
+        except SIGTERMException:  # SIGTERM or Ctrl-C (runtime/signals.py): last.ckpt was saved
+            requeue_if_asked()  # a SLURM pre-emption notice (SIGUSR1) requeues the job
+            return False
+        self.fit_seconds = time.perf_counter() - fit_started
+        return True
+
+    def stopped(self, trainer: Trainer) -> dict[str, Any]:
+        """What a run stopped by a signal reports: where ``last.ckpt`` is, how to continue."""
+        return stopped_by_signal(trainer, self.run_dir)
+
+    def best(self, trainer: Trainer) -> str | None:
+        """The best checkpoint, to test; None (the weights in memory) without one."""
+        checkpoint = trainer.checkpoint_callback
+        return (checkpoint.best_model_path if isinstance(checkpoint, ModelCheckpoint) else "") or None
+
+    def test(
+        self, trainer: Trainer, model: LightningModule, datamodule: LightningDataModule
+    ) -> list[Mapping[str, float]]:
+        """``trainer.test`` of the best checkpoint, with known failures explained."""
+        with explain_failures(self.cfg):
+            return trainer.test(
+                model, datamodule=datamodule, ckpt_path=self.best(trainer), verbose=False
+            )
+
+    def finish(self, trainer: Trainer, results: list[Mapping[str, float]]) -> dict[str, Any]:
+        """Write ``metrics.json`` and the plots, log the summary; return the metrics."""
+        assert self.task is not None  # set by trainer()
+        epochs = list(self.history.epochs)  # testing a checkpoint restores its history
+        best_epoch = (best_row(epochs, self.task.monitor, self.task.mode) or {}).get("epoch")
+        stop = early_stop(trainer, epochs)
+        if stop is not None and trainer.is_global_zero:
+            log.info("%s", stop_message(stop, trainer.max_epochs))
+        metrics: dict[str, Any] = {
+            "test": as_floats(results[0]),
+            "best_checkpoint": self.best(trainer),
+            "epochs": trainer.current_epoch,
+            "steps": trainer.global_step,
+            "fit_seconds": round(self.fit_seconds, 3),
+            "precision": trainer.precision,
+            "world_size": trainer.world_size,
+            "run_dir": str(self.run_dir),
+        }
+        wall_seconds = time.perf_counter() - self.started
+        metrics |= summarize(
+            epochs,
+            trainer.global_step,
+            self.fit_seconds,
+            wall_seconds,
+            self.task.monitor,
+            self.task.mode,
+        )
+        metrics["early_stop"] = stop
+        if trainer.is_global_zero:
+            write_plots(
+                self.run_dir / "plots",
+                epochs,
+                self.task,
+                self.confusion.matrix if self.confusion else None,
+                best_epoch=best_epoch,
+                stopped_epoch=stop["epoch"] if stop else None,
+            )
+            write_json(self.run_dir / "metrics.json", metrics)
+            report(self.run_dir, metrics)
+        return metrics
+
+
+def starting_point(
+    cfg: DictConfig,
+) -> tuple[Path | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """The checkpoint to resume from (path and content) and the one to take weights from.
+
+    Both are loaded (and verified) here, so a bad file stops the run with one line before
+    its run directory is touched; their weights are checked against the model once it is
+    built for the data.
+    """
+    ckpt_path = resume_path(cfg)
+    if ckpt_path is not None and cfg.get("init_from"):
+        raise UserError(
+            "ckpt_path and init_from are both set; ckpt_path resumes a run, init_from "
+            "starts a new one from its weights: set only one"
+        )
+    if ckpt_path is not None:
+        resumed = load_checkpoint(ckpt_path)
+        if DATA_KEY in resumed and MODEL_KEY in resumed:  # what it names must be buildable
+            check_names(resumed, active(), ckpt_path)
+        return ckpt_path, resumed, None
+    if not cfg.get("init_from"):
+        return None, None, None
+    return None, None, load_checkpoint(cfg.init_from)
+
+
+def initialise(model: LightningModule, checkpoint: dict[str, Any], path: str, strict: bool) -> None:
+    """Start from a checkpoint's weights only (fine-tuning); optimizer and counters are new."""
+    unfit = load_weights(model, checkpoint, path, strict=strict)
+    log.info("initialised weights from %s", path)
+    for kind, keys in unfit.items():
+        if keys:
+            log.warning("init_from: %d %s keys left as initialised: %s", len(keys), kind, keys)
+
+
+def report(run_dir: Path, metrics: dict[str, Any]) -> None:
+    """Log the summary table and where the run's results are."""
+    log.info("%s", summary_table(metrics, run_dir))
+    log.info("run directory:   %s", run_dir)
+    log.info("best checkpoint: %s", metrics["best_checkpoint"])
+    log.info("metrics:         %s", run_dir / "metrics.json")
+    log.info("plots:           %s", run_dir / "plots")
+
+
+def score(metrics: dict[str, Any], cfg: DictConfig) -> float | None:
+    """``cfg.optimized_metric`` of a run's metrics (if set), for a sweeper such as Optuna.
+
+    ``optimized_metric=monitor`` is the task's monitored metric, signed so larger is better.
+    """
+    name = cfg.get("optimized_metric")
+    return objective(metrics, name) if name and "test" in metrics else None
+
+
+def open_checkpoint(cfg: DictConfig) -> Checkpoint:
+    """``cfg.ckpt_path`` opened and verified; every class it names checked, nothing built."""
+    trust(cfg.get("trusted_classes"))
+    if not cfg.get("ckpt_path"):
+        raise UserError(
+            f"ckpt_path is not set; run e.g. `{cfg.task_name} ckpt_path=path/to/last.ckpt`"
+        )
+    return Checkpoint.open(cfg.ckpt_path)
+
+
+def report_test(
+    cfg: DictConfig, trainer: Trainer, results: list[Mapping[str, float]], run_dir: Path
+) -> dict[str, Any]:
+    """Write an evaluation's ``metrics.json`` and log its scores; return the metrics."""
+    metrics: dict[str, Any] = {
+        "test": as_floats(results[0]),
+        "checkpoint": str(Path(cfg.ckpt_path).resolve()),
+    }
+    if trainer.is_global_zero:
+        write_json(run_dir / "metrics.json", metrics)
+        scores = "  ".join(f"{name} {value:.4f}" for name, value in metrics["test"].items())
+        log.info("%s on %s", scores, cfg.ckpt_path)
+        log.info("metrics: %s", run_dir / "metrics.json")
+    return metrics
