@@ -3,6 +3,7 @@ pinned by its sha256, installable by pip, and carries nothing but the package.""
 
 import hashlib
 import importlib.util
+import re
 import subprocess
 import sys
 import tomllib
@@ -170,3 +171,15 @@ def test_the_hash_file_installs_offline_and_rejects_another_wheel(tmp_path: Path
     result = install("bad")
     assert result.returncode != 0
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr, tail(result)
+
+
+def test_the_wheel_fits_the_bakes_large_file_hook() -> None:
+    """The bake's pre-commit refuses files over --maxkb; the wheel is stored uncompressed (so
+    its bytes do not depend on the machine's zlib), so it grows with platekit/src."""
+    config = (BAKED / ".pre-commit-config.yaml").read_text()
+    [limit] = re.findall(r"check-added-large-files --maxkb=(\d+)", config)
+    size_kb = WHEEL.stat().st_size / 1024
+    assert size_kb <= int(limit), (
+        f"{WHEEL.name} is {size_kb:.0f} kB, over the bake's check-added-large-files "
+        f"--maxkb={limit}: raise that limit or compress the wheel in tools/build_wheel.py"
+    )

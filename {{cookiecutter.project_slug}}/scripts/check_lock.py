@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;#]+)")
-HASHED = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*(\S+)\s+--hash=sha256:([0-9a-f]{64})\s*$")
+HASHED = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)\s+--hash=sha256:([0-9a-f]{64})\s*$")
 INDEX_OPTION = re.compile(r"^\s*(--find-links|--index-url|--extra-index-url|-f|-i)[\s=]+(\S+)")
 FIX = "run `make lock` and commit requirements.lock"
 WHEEL_FIX = "restore vendor/ from git (the template writes both with tools/build_wheel.py)"
