@@ -1,18 +1,22 @@
 # make demo: bake a project with the default answers and train it the way a user would.
 # make test: run the template tests (they bake projects and run them).
 # make lock: rewrite the baked requirements.lock after changing a pin.
+# make wheel: rebuild the baked vendor/ wheel of platekit after changing platekit/.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR := build/demo
 
-.PHONY: demo test test-fast lock clean
+.PHONY: demo test test-fast lock wheel clean
 
-$(STAMP): requirements-dev.txt {{cookiecutter.project_slug}}/requirements.txt {{cookiecutter.project_slug}}/requirements-dev.txt
+# The baked pins bring platekit's vendored wheel; the editable install over it makes the
+# template tests run platekit/src as it stands.
+$(STAMP): requirements-dev.txt {{cookiecutter.project_slug}}/requirements.txt {{cookiecutter.project_slug}}/requirements-dev.txt platekit/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e platekit
 	touch $@
 
 demo: $(STAMP)
@@ -28,6 +32,10 @@ test-fast: $(STAMP)
 
 lock: $(STAMP)
 	$(BIN)/python tools/relock.py
+
+# Standard library only: no venv needed.
+wheel:
+	$(PYTHON) tools/build_wheel.py
 
 clean:
 	rm -rf build .pytest_cache

@@ -52,9 +52,14 @@ def guard(owners: list[str]) -> str:
     return f"{{%- if {' or '.join(tests)} %}}"
 
 
+def is_pin(line: str) -> bool:
+    """A ``name==version`` line, not the header's comments or index options (``--find-links``)."""
+    return not line.startswith(("#", "-"))
+
+
 def merge(base: list[str], extra: dict[str, list[str]]) -> str:
-    header = [line for line in base if line.startswith("#")]
-    shared = {line for line in base if not line.startswith("#")}
+    header = [line for line in base if not is_pin(line)]
+    shared = {line for line in base if is_pin(line)}
     every = shared.union(*map(set, extra.values())) - set(header)
     out = [NOTE, *header]
     for pin in sorted(every, key=lambda line: line.split("==")[0]):
@@ -67,7 +72,7 @@ def one_version_each(base: list[str], extra: dict[str, list[str]]) -> None:
     """Exit unless every package has one version across all bakes (so answers combine)."""
     versions: dict[str, set[str]] = {}
     for line in [*base, *(pin for lines in extra.values() for pin in lines)]:
-        if not line.startswith("#"):
+        if is_pin(line):
             name, version = line.split("==")
             versions.setdefault(name, set()).add(version)
     clashes = {name: sorted(found) for name, found in versions.items() if len(found) > 1}

@@ -5,15 +5,21 @@ version the lock pins for that package.
 
 Offline, standard library only. Prints one line per stale pin, with the fix, and exits 1;
 a bumped requirements line (e.g. a Dependabot pull request) fails here until ``make lock``
-has rewritten the lock.
+has rewritten the lock. The lock must also repeat the requirements' ``--find-links`` /
+``--index-url`` lines, and each wheel in vendor/ must have the sha256 that
+``vendor/platekit.txt`` pins (and the lock's version).
 """
 
+import hashlib
 import re
 import sys
 from pathlib import Path
 
 PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;#]+)")
+HASHED = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)\s+--hash=sha256:([0-9a-f]{64})\s*$")
+INDEX_OPTION = re.compile(r"^\s*(--find-links|--index-url|--extra-index-url|-f|-i)[\s=]+(\S+)")
 FIX = "run `make lock` and commit requirements.lock"
+WHEEL_FIX = "restore vendor/ from git (the template writes both with tools/build_wheel.py)"
 
 
 def normalise(name: str) -> str:
@@ -30,14 +36,54 @@ def pins(path: Path) -> dict[str, str]:
     return found
 
 
+def index_options(path: Path) -> list[str]:
+    """The ``--find-links`` / ``--index-url`` lines of a requirements file, normalised."""
+    found = []
+    for line in path.read_text().splitlines():
+        if match := INDEX_OPTION.match(line):
+            found.append(f"{match.group(1)} {match.group(2)}")
+    return found
+
+
+def vendored_wheels(root: Path, lock: dict[str, str]) -> list[str]:
+    """One line per wheel of ``vendor/*.txt`` whose file, sha256 or version is not current."""
+    problems = []
+    for hashes in sorted((root / "vendor").glob("*.txt")):
+        where = hashes.relative_to(root).as_posix()
+        for line in hashes.read_text().splitlines():
+            if not (match := HASHED.match(line)):
+                continue
+            name, version, pinned = normalise(match.group(1)), match.group(2), match.group(3)
+            wheels = sorted(hashes.parent.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
+            if not wheels:
+                problems.append(f"{where}: no {name}-{version} wheel in vendor/; {WHEEL_FIX}")
+                continue
+            actual = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
+            if actual != pinned:
+                problems.append(
+                    f"{where}: {wheels[0].name} has sha256 {actual[:12]}..., not the pinned "
+                    f"{pinned[:12]}...; {WHEEL_FIX}"
+                )
+            if lock.get(name) != version:
+                problems.append(
+                    f"{where}: {name}=={version} but requirements.lock has "
+                    f"{name}=={lock.get(name)}; {FIX}"
+                )
+    return problems
+
+
 def stale_pins(root: Path) -> list[str]:
     """One line per requirements pin the lock does not match; empty if it is current."""
     lock_path = root / "requirements.lock"
     if not lock_path.is_file():
         return [f"{lock_path} is missing; {FIX}"]
     lock = pins(lock_path)
+    locked_options = index_options(lock_path)
     problems = []
     for source in sorted(root.glob("requirements*.txt")):
+        for option in index_options(source):
+            if option not in locked_options:
+                problems.append(f"{source.name}: `{option}` is not in requirements.lock; {FIX}")
         for name, version in pins(source).items():
             locked = lock.get(name)
             if locked is None:
@@ -47,7 +93,7 @@ def stale_pins(root: Path) -> list[str]:
                     f"{source.name}: {name}=={version} but requirements.lock has "
                     f"{name}=={locked}; {FIX}"
                 )
-    return problems
+    return problems + vendored_wheels(root, lock)
 
 
 def main(argv: list[str]) -> int:
