@@ -173,13 +173,9 @@ def test_the_hash_file_installs_offline_and_rejects_another_wheel(tmp_path: Path
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr, tail(result)
 
 
-def test_the_wheel_fits_the_bakes_large_file_hook() -> None:
-    """The bake's pre-commit refuses files over --maxkb; the wheel is stored uncompressed (so
-    its bytes do not depend on the machine's zlib), so it grows with platekit/src."""
+def test_the_bakes_large_file_hook_leaves_the_wheel_alone() -> None:
+    """The wheel is stored uncompressed (its bytes then do not depend on the machine's zlib)
+    and grows with platekit/src: the bake's 500 kB pre-commit guard skips vendor/."""
     config = (BAKED / ".pre-commit-config.yaml").read_text()
-    [limit] = re.findall(r"check-added-large-files --maxkb=(\d+)", config)
-    size_kb = WHEEL.stat().st_size / 1024
-    assert size_kb <= int(limit), (
-        f"{WHEEL.name} is {size_kb:.0f} kB, over the bake's check-added-large-files "
-        f"--maxkb={limit}: raise that limit or compress the wheel in tools/build_wheel.py"
-    )
+    hook = config[config.index("id: check-added-large-files") :].split("- id:")[0]
+    assert "exclude: ^vendor/" in hook
