@@ -3,7 +3,6 @@ pinned by its sha256, installable by pip, and carries nothing but the package.""
 
 import hashlib
 import importlib.util
-import re
 import subprocess
 import sys
 import tomllib
