@@ -41,7 +41,6 @@ from .registry import Registry, active
 log = logging.getLogger(__name__)
 
 
-
 @dataclass
 class Checkpoint:
     """A verified checkpoint and what it says about itself."""
@@ -63,11 +62,12 @@ class Checkpoint:
                 "load its weights with init_from="
             )
         check_names(content, checkpoint.registry, path)
+        check_card(content[DATA_KEY], path)
         return checkpoint
 
     @property
     def info(self) -> DataInfo:
-        return DataInfo.from_dict(self.content[DATA_KEY]["info"])
+        return DataInfo.from_dict(self.content[DATA_KEY]["info"], f"checkpoint '{self.path}'")
 
     @property
     def normalization(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -147,6 +147,40 @@ def check_names(content: Mapping[str, Any], registry: Registry, path: str | Path
     card = content[DATA_KEY]
     registry.resolve(card.get("_target_"), "data", f"{where} data")
     registry.check(card.get("args") or {}, "part", f"{where} data")
+
+
+def check_card(card: Mapping[str, Any], path: str | Path) -> None:
+    """Refuse a data card whose metadata or statistics would make silent wrong answers.
+
+    A NaN mean or a zero std predicts NaN for every row; a mean of the wrong shape fails
+    far from its cause. Checked like the weights: finite, std > 0, shapes that broadcast
+    over one input, one class name per output.
+    """
+    where = f"checkpoint '{path}'"
+    fix = "; use another checkpoint, or retrain"
+    if not isinstance(card.get("info"), Mapping):
+        raise UserError(f"{where} has no data description (data.info){fix}")
+    try:
+        info = DataInfo.from_dict(dict(card["info"]), where)
+    except (ValueError, TypeError) as error:
+        raise UserError(f"{first_line(error)}{fix}") from None
+    for name in ("mean", "std"):
+        value = card.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            raise UserError(f"{where}: data.{name} is not a float tensor{fix}")
+        if not torch.isfinite(value).all():
+            raise UserError(f"{where}: data.{name} holds NaN or Inf{fix}")
+        try:
+            torch.broadcast_shapes(tuple(value.shape), (1, *info.input_shape))
+        except RuntimeError:
+            raise UserError(
+                f"{where}: data.{name} of shape {tuple(value.shape)} does not fit inputs of "
+                f"shape {info.input_shape}{fix}"
+            ) from None
+        if name == "std" and not bool((value > 0).all()):
+            raise UserError(f"{where}: data.std holds values <= 0 (inputs would divide by 0){fix}")
 
 
 PATH_SETTINGS = ("path", "root")

@@ -63,6 +63,9 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
 
         @functools.wraps(task)
         def main_with_hints() -> None:
+            if problem := run_name_problem(os.environ.get(RUN_NAME_ENV)):
+                print(f"error: {problem}", flush=True)
+                sys.exit(1)
             if takes_data_settings(config_name):
                 sys.argv[1:] = [as_addition(arg) for arg in sys.argv[1:]]
             planned = plan(config_dir(), config_name, sys.argv[1:])
@@ -80,6 +83,25 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
         return main_with_hints
 
     return wrap
+
+
+RUN_NAME_ENV = "RUN_NAME"  # names the run directory (scripts/ give every process the same)
+
+
+def run_name_problem(name: str | None) -> str | None:
+    """Why ``RUN_NAME`` cannot name a run directory under outputs/, or None if it can."""
+    if name is None or (
+        name not in (".", "..")
+        and name.strip()
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+    ):
+        return None
+    return (
+        f"RUN_NAME={name!r} is not one folder name (it would put the run directory outside "
+        "outputs/); use letters, digits, '-', '_' or '.', e.g. RUN_NAME=run-1"
+    )
 
 
 def takes_data_settings(config_name: str) -> bool:

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, ListConfig
 
 from ..cli.errors import UserError
 from ..data.info import DataInfo
+from ..data.images import MAX_PIXELS
 from ..data.inputs import read_inputs
 from ..models.onnx_runner import OnnxRunner, Runner
 from ..runtime.config import save_config
@@ -39,7 +40,13 @@ def predict(cfg: DictConfig) -> list[dict[str, Any]]:
         raise UserError(f"batch_size={cfg.batch_size} must be >= 1; e.g. batch_size=512")
     runner = open_model(cfg)
     paths = list(cfg.inputs) if isinstance(cfg.inputs, ListConfig | list) else [cfg.inputs]
-    inputs, names = read_inputs(paths, runner.info, npz_key=cfg.get("npz_key"), invert=cfg.invert)
+    inputs, names = read_inputs(
+        paths,
+        runner.info,
+        npz_key=cfg.get("npz_key"),
+        invert=cfg.invert,
+        max_pixels=cfg.get("max_image_pixels", MAX_PIXELS),
+    )
     save_config(cfg)  # no seeding: a prediction draws no random numbers
     outputs = in_batches(runner, inputs, cfg.batch_size)
     rows = prediction_rows(names, outputs, runner.info)

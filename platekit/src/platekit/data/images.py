@@ -5,37 +5,69 @@ Training (the image-folder data module) and prediction read images through
 grey or colour, with or without alpha.
 """
 
+import re
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
-from ..cli.errors import UserError
+from ..cli.errors import UserError, first_line
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+MAX_PIXELS = 16_777_216  # 4096 x 4096: predict's and the server's default max_image_pixels
+OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")
 
 
-def load_image(path: Path | BinaryIO, channels: int, size: tuple[int, int]) -> np.ndarray:
+class ImageTooLargeError(UserError):
+    """An image with more pixels than allowed: refused from its header, before decoding."""
+
+
+def load_image(
+    path: Path | BinaryIO,
+    channels: int,
+    size: tuple[int, int],
+    max_pixels: int | None = MAX_PIXELS,
+) -> np.ndarray:
     """``(channels, height, width)`` float32 in [0, 1]: grey (1) or RGB (3), resized.
 
-    ``path`` is a file or an open binary file (a model server's request body). 16-bit
-    images keep their full range (scaled by 65535, not clipped at 255); palette images are
-    expanded; transparent pixels count as background (alpha over black).
+    ``path`` is a file or an open binary file (a model server's request body). The picture
+    is turned upright by its EXIF orientation (a phone's JPEG). 16-bit images keep their
+    full range (scaled by 65535, not clipped at 255); palette images are expanded;
+    transparent pixels count as background (alpha over black). An image over
+    ``max_pixels`` is refused from its header (a small file can hold a huge picture), and
+    one with NaN or infinite pixels (a float TIFF) is refused.
     """
     if channels not in (1, 3):
         raise UserError(f"images have 1 (grey) or 3 (RGB) channels, not {channels}")
+    name = source_name(path)
     try:
         with Image.open(path) as image:
-            pixels = to_float(image)
-    except (UnidentifiedImageError, OSError, ValueError) as error:
-        raise UserError(f"'{source_name(path)}' is not a readable image ({error})") from error
+            check_pixels(image.width * image.height, max_pixels, name)
+            pixels = to_float(ImageOps.exif_transpose(image))
+    except Image.DecompressionBombError as error:
+        raise ImageTooLargeError(
+            f"'{name}' is too large to decode ({first_line(error)}); pass a smaller image"
+        ) from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
+        reason = OBJECT_REPR.sub("the file", first_line(error))
+        raise UserError(f"'{name}' is not a readable image ({reason})") from None
+    if not np.isfinite(pixels).all():
+        raise UserError(f"'{name}' holds NaN or infinite pixel values; pass a clean image")
     if pixels.shape[2] != channels:
         pixels = grey(pixels) if channels == 1 else np.repeat(grey(pixels), 3, axis=2)
     height, width = size
     if pixels.shape[:2] != (height, width):
         pixels = resize(pixels, (height, width))
     return np.ascontiguousarray(pixels.transpose(2, 0, 1))
+
+
+def check_pixels(pixels: int, limit: int | None, name: str) -> None:
+    if limit is not None and pixels > limit:
+        raise ImageTooLargeError(
+            f"'{name}' has {pixels} pixels, over the limit of {limit} (max_image_pixels); "
+            "pass a smaller image, or raise max_image_pixels"
+        )
 
 
 def source_name(source: Path | BinaryIO) -> str:

@@ -5,6 +5,7 @@ server read it without importing torch.
 """
 
 from dataclasses import asdict, dataclass, field
+from math import isfinite, prod
 from typing import Any
 
 
@@ -38,9 +39,44 @@ class DataInfo:
         return plain
 
     @classmethod
-    def from_dict(cls, plain: dict[str, Any]) -> "DataInfo":
+    def from_dict(cls, plain: dict[str, Any], source: str = "the data card") -> "DataInfo":
+        """The metadata a checkpoint or an exported model stores, checked.
+
+        Raises:
+            ValueError: one line naming what is wrong (a file can be edited by anyone).
+        """
         known = {name: plain[name] for name in cls.__dataclass_fields__ if name in plain}
         for name in ("input_shape", "class_names", "feature_names"):
             if name in known:
+                if not isinstance(known[name], list | tuple):
+                    raise ValueError(f"{source}: {name} is not a list")
                 known[name] = tuple(known[name])
-        return cls(**known)
+        info = cls(**known)
+        info.check(source)
+        return info
+
+    def check(self, source: str) -> None:
+        """Raise ValueError unless every field holds a value the commands can use."""
+        shape = self.input_shape
+        if not shape or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape
+        ):
+            raise ValueError(f"{source}: input_shape {list(shape)} is not a list of sizes >= 1")
+        if self.target_kind not in ("class", "value"):
+            raise ValueError(f"{source}: target_kind {self.target_kind!r} is not class or value")
+        if self.target_kind == "class" and (
+            len(self.class_names) < 1 or not all(isinstance(n, str) for n in self.class_names)
+        ):
+            raise ValueError(f"{source}: a classifier needs one class name per output")
+        if self.feature_names and (
+            len(self.feature_names) != prod(shape)
+            or not all(isinstance(n, str) for n in self.feature_names)
+        ):
+            raise ValueError(
+                f"{source}: {len(self.feature_names)} feature names for inputs of shape "
+                f"{list(shape)}"
+            )
+        if self.background is not None and not (
+            isinstance(self.background, int | float) and isfinite(self.background)
+        ):
+            raise ValueError(f"{source}: background {self.background!r} is not a finite number")

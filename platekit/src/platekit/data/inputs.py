@@ -11,8 +11,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from ..cli.errors import UserError
-from .images import IMAGE_SUFFIXES, load_image, source_name
+from ..cli.errors import UserError, first_line
+from .images import IMAGE_SUFFIXES, MAX_PIXELS, load_image, source_name
 from .info import DataInfo
 from .tables import numeric_column, read_table
 
@@ -29,6 +29,7 @@ def read_inputs(
     *,
     npz_key: str | None = None,
     invert: bool = False,
+    max_pixels: int | None = MAX_PIXELS,
 ) -> tuple[np.ndarray, list[str]]:
     """All rows of all inputs, in order, and a name per row (``file[i]`` or the image file).
 
@@ -38,6 +39,7 @@ def read_inputs(
         info: what the model takes (shape, feature names, image background).
         npz_key: the array to read from a .npz holding several.
         invert: flip images' polarity (dark on light to light on dark, or back).
+        max_pixels: an image with more pixels is refused from its header.
     """
     if not paths:
         raise UserError("no inputs given; pass inputs=file.npy, a folder, or inputs=[a.png,b.png]")
@@ -66,7 +68,7 @@ def read_inputs(
             array = read_rows(path, info)
             names += [f"{path}[{row}]" for row in range(len(array))]
         elif suffix in IMAGE_SUFFIXES:
-            array = read_image(path, info, invert=invert)[None]
+            array = read_image(path, info, invert=invert, max_pixels=max_pixels)[None]
             names.append(str(path))
             images.append(array[0])
         else:
@@ -83,10 +85,14 @@ def read_inputs(
 
 def read_array(path: Path, npz_key: str | None) -> np.ndarray:
     """The array in a .npy, or one array of a .npz (the only one, or ``npz_key``)."""
+    if path.suffix.lower() == ".npy":
+        check_npy_header(path)
     try:
         loaded = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as error:
-        raise UserError(f"input '{path}' is not a readable numpy file ({error})") from error
+    except (ValueError, OSError, EOFError, MemoryError) as error:
+        raise UserError(
+            f"input '{path}' is not a readable numpy file ({first_line(error)})"
+        ) from None
     if isinstance(loaded, np.ndarray):
         return loaded
     with loaded:
@@ -96,17 +102,47 @@ def read_array(path: Path, npz_key: str | None) -> np.ndarray:
                 f"input '{path}' is an .npz holding no arrays; save the inputs in it, "
                 "e.g. np.savez(path, x=array)"
             )
-        if npz_key is None and len(keys) == 1:
-            return loaded[keys[0]]
-        if npz_key in keys:
-            return loaded[npz_key]
+        key = keys[0] if npz_key is None and len(keys) == 1 else npz_key
+        if key in keys:
+            try:
+                return loaded[key]
+            except (ValueError, OSError, EOFError, MemoryError) as error:
+                raise UserError(
+                    f"input '{path}' array '{key}' cannot be read safely ({first_line(error)}); "
+                    "save plain float arrays (np.savez(path, x=array.astype('float32')))"
+                ) from None
     raise UserError(
         f"input '{path}' holds arrays {keys} and npz_key={npz_key}; set npz_key to one of them"
     )
 
 
+def check_npy_header(path: Path) -> None:
+    """Refuse a .npy whose header claims more data than the file holds (before allocating)."""
+    try:
+        with path.open("rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            shape, _, dtype = np.lib.format._read_array_header(handle, version)
+            start = handle.tell()
+    except (ValueError, OSError, EOFError, SyntaxError) as error:
+        raise UserError(
+            f"input '{path}' is not a readable numpy file ({first_line(error)})"
+        ) from None
+    claimed = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    held = path.stat().st_size - start
+    if dtype.hasobject or claimed > held:
+        what = "an object array" if dtype.hasobject else f"{claimed:,} bytes but holds {held:,}"
+        raise UserError(
+            f"input '{path}' is not a plain numpy array file (its header claims {what}); "
+            "save the inputs with np.save(path, array.astype('float32'))"
+        )
+
+
 def check_array(array: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndarray:
-    """Raise a UserError naming the expected shape unless ``array`` is finite floats of it."""
+    """Raise a UserError naming the expected shape unless ``array`` is finite floats of it.
+
+    Finiteness is checked after the cast to float32, the dtype the model takes: 1e300 in a
+    float64 file becomes inf there.
+    """
     expected = "(N, " + ", ".join(map(str, input_shape)) + ")"
     if array.size == 0:
         raise UserError(
@@ -123,10 +159,15 @@ def check_array(array: np.ndarray, input_shape: tuple[int, ...], source: str) ->
             f"input '{source}' has shape {tuple(array.shape)}; expected {expected} "
             "(reshape it, e.g. array.reshape(-1, " + ", ".join(map(str, input_shape)) + "))"
         )
+    with np.errstate(over="ignore"):
+        array = array.astype(np.float32, copy=False)
     finite = np.isfinite(array.reshape(len(array), -1)).all(axis=1)
     if not finite.all():
         first = int(np.flatnonzero(~finite)[0])
-        raise UserError(f"input '{source}' row {first} holds NaN or Inf; clean or drop it")
+        raise UserError(
+            f"input '{source}' row {first} holds NaN, Inf or a value beyond float32's range "
+            "(about 3.4e38); clean or drop it"
+        )
     return array
 
 
@@ -158,7 +199,9 @@ def table_array(
     return np.stack(columns, axis=1).reshape(len(rows), *info.input_shape)
 
 
-def read_image(path: Path | BinaryIO, info: DataInfo, *, invert: bool) -> np.ndarray:
+def read_image(
+    path: Path | BinaryIO, info: DataInfo, *, invert: bool, max_pixels: int | None = MAX_PIXELS
+) -> np.ndarray:
     """One image (a file, or an open binary file) as ``input_shape`` floats in [0, 1],
     converted as training converted them."""
     if len(info.input_shape) != 3:
@@ -167,7 +210,7 @@ def read_image(path: Path | BinaryIO, info: DataInfo, *, invert: bool) -> np.nda
             f"{info.input_shape}; pass .npy or .csv rows"
         )
     channels, height, width = info.input_shape
-    pixels = load_image(path, channels, (height, width))
+    pixels = load_image(path, channels, (height, width), max_pixels)
     return 1.0 - pixels if invert else pixels
 
 

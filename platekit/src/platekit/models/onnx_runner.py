@@ -57,7 +57,12 @@ class OnnxRunner:
                 f"ONNX model '{path}' does not describe its input (no '{INFO_KEY}' metadata); "
                 "pass a model.onnx written by this project's export"
             )
-        self.info = DataInfo.from_dict(json.loads(metadata[INFO_KEY]))
+        try:
+            self.info = DataInfo.from_dict(json.loads(metadata[INFO_KEY]), f"ONNX model '{path}'")
+        except (ValueError, TypeError) as error:  # json's errors are ValueErrors too
+            raise UserError(
+                f"{first_line(error)}; pass a model.onnx written by this project's export"
+            ) from None
         self.input_name = self.session.get_inputs()[0].name
         self.outputs = list(output_names(self.info.target_kind))
 

@@ -9,6 +9,7 @@ next run in that directory removes the ones whose writer is dead
 import errno
 import json
 import math
+import glob
 import os
 import re
 import shutil
@@ -50,7 +51,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temporaries(directory: Path) -> list[Path]:
+def remove_stale_temporaries(directory: Path, pattern: str = f"**/.*{TEMP_SUFFIX}") -> list[Path]:
     """Delete the temporaries under ``directory`` whose writer was on this host and is dead.
 
     A live writer's temporary, another host's (its pid means nothing here) and any file
@@ -58,7 +59,7 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
     """
     removed = []
     host = _host()
-    for tmp in sorted(directory.rglob(f".*{TEMP_SUFFIX}")):
+    for tmp in sorted(directory.glob(pattern)):
         match = _TEMP_NAME.fullmatch(tmp.name)
         if match and match["host"] == host and not _alive(int(match["pid"])):
             tmp.unlink(missing_ok=True)
@@ -86,6 +87,8 @@ def write_atomic(path: Path, write: Callable[[Path], object], *, size: int | Non
     tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # A writer of this file killed before (kill -9 mid-export) left its temporary here.
+        remove_stale_temporaries(path.parent, f".{glob.escape(path.name)}.*{TEMP_SUFFIX}")
         prefix = f".{path.name}.{writer_tag()}."
         fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
         os.close(fd)

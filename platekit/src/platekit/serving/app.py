@@ -15,10 +15,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from ..cli.errors import UserError
-from ..models.onnx_runner import OnnxRunner
 from ..commands.predict import in_batches, prediction_rows
+from ..models.onnx_runner import OnnxRunner
 from .bodies import ACCEPTED, Limits, decode, read_limited
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 
 def build_app(model: OnnxRunner, path: Path, limits: Limits, batch_size: int) -> FastAPI:
     """A FastAPI app answering predictions of ``model`` (read from ``path``)."""
-    app = FastAPI(title=f"{path.name} server", description=f"Predictions of {path}.")
+    # Clients see file names, never this machine's paths.
+    app = FastAPI(title=f"{path.name} server", description=f"Predictions of {path.name}.")
     card = metadata(model, path, limits)
 
     def answer(body: bytes, content_type: str | None, invert: bool) -> dict[str, Any]:
@@ -34,11 +36,15 @@ def build_app(model: OnnxRunner, path: Path, limits: Limits, batch_size: int) ->
         outputs = in_batches(model, inputs, batch_size)
         return {"predictions": answer_rows(names, outputs, model)}
 
-    @app.post("/predict")
-    async def predict(request: Request, invert: bool = False) -> dict[str, Any]:
+    @app.post("/predict", response_model=None)
+    async def predict(request: Request, invert: bool = False) -> dict[str, Any] | JSONResponse:
         """Predict every input of the body: class and probabilities, or the value."""
         declared = request.headers.get("content-length")
-        body = await read_limited(request.stream(), declared, limits.max_body_bytes)
+        try:
+            body = await read_limited(request.stream(), declared, limits.max_body_bytes)
+        except ClientDisconnect:  # the client left mid-body: nobody to answer, one line
+            log.info("POST /predict: the client disconnected before sending its whole body")
+            return JSONResponse({"error": "client disconnected"}, status_code=400)
         return await run_in_threadpool(answer, body, request.headers.get("content-type"), invert)
 
     @app.get("/health")
@@ -78,8 +84,10 @@ def metadata(model: OnnxRunner, path: Path, limits: Limits) -> dict[str, Any]:
     props = {entry.key: entry.value for entry in proto.metadata_props}
     info = model.info
     return {
-        "model": str(path),
-        "source_checkpoint": props.get("source_checkpoint"),
+        "model": path.name,
+        "source_checkpoint": Path(source).name
+        if (source := props.get("source_checkpoint"))
+        else None,
         "opset": int(opset),
         "input_name": model.input_name,
         "input_shape": list(info.input_shape),
