@@ -304,5 +304,3 @@ def task_overrides() -> list[str]:
     if not HydraConfig.initialized():
         return []
     return [o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith("bench.")]
-
-

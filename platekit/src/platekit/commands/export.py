@@ -244,5 +244,3 @@ def describe(
         "threads": torch.get_num_threads(),
         "versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},
     }
-
-

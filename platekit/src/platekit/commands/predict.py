@@ -110,5 +110,3 @@ def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
         text = buffer.getvalue()
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-

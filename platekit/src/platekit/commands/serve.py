@@ -86,5 +86,3 @@ def check_port_free(host: str, port: int) -> None:
             f"cannot listen on {host}:{port} ({error.strerror or error}); stop what holds it "
             "or pass another port=..."
         ) from None
-
-

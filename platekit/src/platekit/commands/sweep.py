@@ -12,10 +12,12 @@ outputs/<task_name>/sweeps/<study>/ beside one run directory per trial (trial_<n
 best.json. The same command again resumes the study; on more machines it adds workers.
 """
 
+import ctypes
 import logging
 import os
 import signal
 import subprocess
+import time
 import sys
 import warnings
 from collections.abc import Callable
@@ -28,6 +30,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from optuna.exceptions import ExperimentalWarning
 from optuna.pruners import BasePruner, NopPruner
+from optuna.storages import BaseStorage
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..cli.entry import DEBUG_ENV
 from ..project import current
@@ -46,10 +50,11 @@ from ..sweeps.config import (
 from ..sweeps.logs import setup_logging
 from ..sweeps.report import report, summarize
 from ..sweeps.space import flat_params, parse_space
-from ..sweeps.storage import describe, open_storage
+from ..sweeps.storage import CREATE_ATTEMPTS, describe, open_storage
 from ..sweeps.worker import TrialPlan, budget_used, work
 
 # Not __name__: that is __main__ under python -m, and the console shows the sweep's loggers.
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 log = logging.getLogger("platekit.sweep")
 
 OVERRIDES = "overrides"  # study attribute: the overrides its trials were started with
@@ -104,10 +109,7 @@ def open_study(
     storage = open_storage(settings.storage, settings.study_dir, create)
     name, where = settings.study, describe(settings.storage, settings.study_dir)
     if create:
-        study = optuna.create_study(
-            study_name=name, storage=storage, direction=settings.direction, pruner=pruner,
-            load_if_exists=True,
-        )  # fmt: skip
+        study = create_or_load(name, storage, settings.direction, pruner)
     else:
         study = optuna.load_study(study_name=name, storage=storage, pruner=pruner)
     wanted = trial_overrides(overrides)
@@ -125,6 +127,23 @@ def open_study(
             f"{settings.direction}; keep sweep.direction, or start another with sweep.study=<name>"
         )
     return study
+
+
+def create_or_load(
+    name: str, storage: BaseStorage, direction: str, pruner: BasePruner
+) -> optuna.Study:
+    """Create the study, or load it when another sweep created it at the same moment."""
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            return optuna.create_study(
+                study_name=name, storage=storage, direction=direction, pruner=pruner,
+                load_if_exists=True,
+            )  # fmt: skip
+        except (optuna.exceptions.DuplicatedStudyError, SQLAlchemyError):
+            if attempt == CREATE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))  # the other sweep's insert lands; then load it
+    raise AssertionError("unreachable")
 
 
 def sampler_factory(node: DictConfig) -> Callable[[int], optuna.samplers.BaseSampler]:
@@ -153,7 +172,11 @@ def run_workers(overrides: list[str], count: int) -> list[int]:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     command = [sys.executable, "-m", f"{current().package}.sweep", *overrides]
     workers = [
-        subprocess.Popen([*command, f"++sweep.worker={index}"], env=worker_env(index, count, gpus))
+        subprocess.Popen(
+            [*command, f"++sweep.worker={index}"],
+            env=worker_env(index, count, gpus),
+            preexec_fn=die_with_parent,  # noqa: PLW1509  (no threads run yet in this process)
+        )
         for index in range(count)
     ]
     forward = signal.signal(signal.SIGTERM, lambda signum, frame: _signal_all(workers, signum))
@@ -166,6 +189,19 @@ def run_workers(overrides: list[str], count: int) -> list[int]:
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"code {code}"
             log.warning("worker %d ended with %s; a trial it was running is made up", index, how)
     return codes
+
+
+def die_with_parent() -> None:
+    """In a worker, before it runs: SIGTERM when the sweep process dies (even by kill -9).
+
+    SIGTERM makes the worker mark its running trial failed and stop, as on Ctrl-C.
+    Linux only (prctl); elsewhere a worker ends at its trial's end as before.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def worker_env(index: int, count: int, gpus: int) -> dict[str, str]:
