@@ -41,9 +41,7 @@ class Project:
         configs = os.environ.get(CONFIG_DIR_ENV)
         return cls(package, root, Path(configs).resolve() if configs else root / "configs")
 
-    def command(
-        self, config_name: str, task: Callable[[DictConfig], Any]
-    ) -> Callable[[], None]:
+    def command(self, config_name: str, task: Callable[[DictConfig], Any]) -> Callable[[], None]:
         """``task`` as a console entry point reading ``configs/<config_name>.yaml``."""
         from .cli.entry import command
 

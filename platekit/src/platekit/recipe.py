@@ -155,7 +155,9 @@ class TrainRun:
             hand_over(trainer, self.ckpt_path, self.resumed)
         return trainer
 
-    def fit(self, trainer: Trainer, model: LightningModule, datamodule: LightningDataModule) -> bool:
+    def fit(
+        self, trainer: Trainer, model: LightningModule, datamodule: LightningDataModule
+    ) -> bool:
         """``trainer.fit`` from the starting checkpoint; False if a signal stopped it."""
         fit_started = time.perf_counter()
         arm_requeue()  # SLURM: near the time limit, stop as on SIGTERM, then requeue
@@ -175,7 +177,9 @@ class TrainRun:
     def best(self, trainer: Trainer) -> str | None:
         """The best checkpoint, to test; None (the weights in memory) without one."""
         checkpoint = trainer.checkpoint_callback
-        return (checkpoint.best_model_path if isinstance(checkpoint, ModelCheckpoint) else "") or None
+        return (
+            checkpoint.best_model_path if isinstance(checkpoint, ModelCheckpoint) else ""
+        ) or None
 
     def test(
         self, trainer: Trainer, model: LightningModule, datamodule: LightningDataModule

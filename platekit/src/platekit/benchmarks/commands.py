@@ -84,7 +84,13 @@ def timed(args: list[str], root: Path) -> float:
 def run(args: list[str], root: Path) -> None:
     entry, *overrides = args
     result = subprocess.run(
-        [sys.executable, "-m", f"{current().package}.{entry}", *overrides, f"paths.root_dir={root}"],
+        [
+            sys.executable,
+            "-m",
+            f"{current().package}.{entry}",
+            *overrides,
+            f"paths.root_dir={root}",
+        ],
         env=_child_env(),
         capture_output=True,
         text=True,

@@ -37,6 +37,7 @@ from ..project import current
 KIT = __name__.split(".")[0]  # this support package
 LIBRARIES = (KIT, "torch.nn", "torch.optim")
 HYDRA_KEYS = frozenset({"_partial_", "_args_", "_recursive_", "_convert_", "_component_"})
+MAX_NAME = 300  # no class path is longer; a longer "name" is refused unread
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 
 # The model's hyperparameters that name a class, and the slot each is built in.
@@ -78,10 +79,10 @@ class Registry:
     def resolve(self, name: Any, slot: str, where: str = "") -> type:
         """The class ``name`` stands for in ``slot``; a UserError, before any import, if none."""
         place = f" at {where}" if where else ""
-        if not isinstance(name, str) or not DOTTED.fullmatch(name):
+        if not isinstance(name, str) or len(name) > MAX_NAME or not DOTTED.fullmatch(name):
             raise UserError(
-                f"{slot}{place} names {name!r}, which is not a class name (package.Class); "
-                "refused without importing anything"
+                f"{slot}{place} names {shown(name)}, which is not a class name "
+                "(package.Class); refused without importing anything"
             )
         name = moved(ALIASES.get(name, name), self.roots[0])
         if name in self.trusted:
@@ -200,6 +201,12 @@ def moved(name: str, package: str) -> str:
         return name
     candidate = f"{KIT}.{name.removeprefix(prefix)}"
     return candidate if locate(candidate, (KIT,)) is not None else name
+
+
+def shown(value: object, limit: int = 120) -> str:
+    """``value`` for a message, cut: a name is echoed, never a megabyte of it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def check_plain(node: Mapping[str, Any], where: str) -> None:

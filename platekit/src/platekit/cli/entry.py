@@ -19,7 +19,7 @@ from ..runtime.quiet import quiet_third_party
 from ..runtime.schema import problems
 from .errors import UserError
 from .precheck import plan, report
-from .rundir import Fresh
+from .rundir import Fresh, unwritable
 from .typos import nearest_names
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,13 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
             planned = plan(config_dir(), config_name, sys.argv[1:])
             if planned.problems:  # refused before Hydra makes a run directory
                 print(f"error: {report(planned.problems)}", flush=True)
+                sys.exit(1)
+            if reason := unwritable(planned.run_dir):
+                print(
+                    f"error: cannot make the run directory {planned.run_dir}: {reason}; set "
+                    "paths.root_dir (or PROJECT_ROOT) or hydra.run.dir to a writable folder",
+                    flush=True,
+                )
                 sys.exit(1)
             fresh.note(planned.run_dir)
             try:

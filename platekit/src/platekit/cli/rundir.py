@@ -8,11 +8,32 @@ if this process made it and it holds nothing but Hydra's ``.hydra/`` and log. A 
 that existed before (a resumed run's, a finished run's) is never touched.
 """
 
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HYDRA_ONLY = {".hydra"}  # and the job's log, <name>.log
+
+
+def unwritable(planned: Path | None) -> str | None:
+    """Why the run directory ``planned`` cannot be made (read-only, /proc, ...), or None.
+
+    Tried in its nearest existing folder with a scratch folder removed at once, before
+    Hydra makes the directory and fails with a traceback.
+    """
+    if planned is None:
+        return None
+    existing = next((p for p in (planned, *planned.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir():
+        return f"'{existing}' is not a folder"
+    try:
+        scratch = tempfile.mkdtemp(prefix=".write-check-", dir=existing)
+    except OSError as error:
+        return f"'{existing}' is not writable ({error.strerror or error})"
+    os.rmdir(scratch)
+    return None
 
 
 @dataclass

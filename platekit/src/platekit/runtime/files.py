@@ -7,9 +7,9 @@ next run in that directory removes the ones whose writer is dead
 """
 
 import errno
+import glob
 import json
 import math
-import glob
 import os
 import re
 import shutil
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..cli.errors import UserError
+from ..cli.errors import UserError, first_line
 
 NO_SPACE = {errno.ENOSPC: "no space left on its disk", errno.EDQUOT: "disk quota exceeded"}
 
@@ -100,7 +100,10 @@ def write_atomic(path: Path, write: Callable[[Path], object], *, size: int | Non
         os.replace(tmp, path)
     except OSError as error:
         if error.errno not in NO_SPACE:
-            raise
+            raise UserError(
+                f"cannot write '{path}' ({error.strerror or first_line(error)}); choose a "
+                "folder this user may write (e.g. another output_path or paths.root_dir)"
+            ) from None
         written = _size_of(tmp)
         if tmp is not None:
             tmp.unlink(missing_ok=True)  # before measuring what is free
