@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-
-from support import PACKAGE, ROOT, compose_config, module, run_cli
+from support import PACKAGE, ROOT, module, run_cli
 
 UserError = module("cli.errors").UserError
 Checkpoint = module("checkpoints.restore").Checkpoint
