@@ -216,7 +216,9 @@ def test_sweep_workers_stop_when_the_sweep_is_killed(tmp_path: Path) -> None:
     workers: list[int] = []
     while time.monotonic() < deadline and len(workers) < 2:
         time.sleep(1)
-        listed = subprocess.run(["pgrep", "-P", str(sweep.pid)], capture_output=True, text=True)
+        listed = subprocess.run(
+            ["pgrep", "-P", str(sweep.pid)], capture_output=True, text=True, check=False
+        )
         workers = [int(pid) for pid in listed.stdout.split()]
     assert len(workers) == 2, "the sweep did not start its two workers"
     sweep.kill()
