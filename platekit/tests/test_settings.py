@@ -18,7 +18,8 @@ from hydra.errors import ConfigCompositionException
 from platekit.cli import hints, precheck, typos
 from platekit.data.base import BaseDataModule
 from platekit.data.image_folder import ImageFolderDataModule
-from platekit.project import use
+from platekit.project import Project, use
+from platekit.project import current as platekit_current
 from platekit.runtime import schema
 from platekit.runtime.rules import typed
 from platekit.settings import Range, settings_of
@@ -87,11 +88,17 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(autouse=True)
-def current(project: Path) -> ModuleType:
-    """This bake is the process's project (the registry finds its classes)."""
+def current(project: Path) -> Iterator[ModuleType]:
+    """This bake is the process's project (the registry finds its classes), for one test."""
+    try:
+        before: Project | None = platekit_current()
+    except RuntimeError:  # none set yet
+        before = None
     package = importlib.import_module(PACKAGE)
     use(package.PROJECT)
-    return package
+    yield package
+    if before is not None:
+        use(before)
 
 
 def problems(
