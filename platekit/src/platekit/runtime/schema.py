@@ -30,7 +30,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from ..checkpoints.registry import Registry, active
+from ..checkpoints.registry import HYDRA_KEYS, Registry, active
 from ..cli.errors import UserError
 from ..settings import EMPTY, Range, Settings, annotated, settings_of
 from .precision import ALIASES, PRESETS
@@ -308,6 +308,8 @@ def problems(cfg: DictConfig) -> list[str]:
         owner = owner_of(path, found) if rule is None else None
         if owner is not None:
             key, _, deeper = path[len(owner.path) + 1 :].partition(".")
+            if key in HYDRA_KEYS:  # Hydra's own (_partial_, ...): the builder decides
+                continue
             if key not in owner.settings:
                 unknown = owner.unknown(key)
                 if unknown not in written:
