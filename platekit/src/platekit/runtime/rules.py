@@ -134,7 +134,7 @@ def typed(annotation: Any, default: Any = EMPTY, bounds: Range | None = None) ->
     ranges = ranges_in(annotation)
     declared = bounds or (ranges[-1] if ranges else None)
     example = declared.example if declared is not None else None
-    if example is None and default is not EMPTY and default is not None:
+    if example is None and default not in (EMPTY, None, ""):
         plain = list(default) if isinstance(default, tuple) else default
         example = plain if rule.ok(plain) else None
     return rule if example is None else replace(rule, example=show(example))

@@ -15,6 +15,8 @@ Two sources, and no value is described twice:
   callback's ``mode: null`` follows the task): ``RULES`` below maps a dotted path pattern to
   a :class:`~.rules.Rule`; ``*`` stands for one key, ``**`` for one or more, and the first
   matching pattern wins. A rule here also wins over a component's parameter.
+  ``LIBRARY_RANGES`` bounds the parameters of library classes that cannot be annotated
+  where they are declared (a torch optimizer's ``lr``).
 
 A value neither names (a key of an ``eval`` ``data: {}``, whose class the checkpoint
 holds) is left to the code that reads it.
