@@ -55,6 +55,9 @@ SLOT_BASES: dict[str, tuple[str, str]] = {
     "optimizer": ("torch.optim.optimizer", "Optimizer"),
     "scheduler": ("torch.optim.lr_scheduler", "LRScheduler"),
     "data": ("lightning.pytorch.core.datamodule", "LightningDataModule"),
+    # Built by Hydra, never from a checkpoint; resolved here only to read their settings.
+    "callback": ("lightning.pytorch.callbacks.callback", "Callback"),
+    "logger": ("lightning.pytorch.loggers.logger", "Logger"),
 }
 
 

@@ -80,6 +80,7 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
                 )
                 sys.exit(1)
             fresh.note(planned.run_dir)
+            sys.argv[1:] = planned.command_line(sys.argv[1:])  # declared keys files leave out
             try:
                 main()
             except SystemExit as stop:

@@ -50,16 +50,32 @@ def shape_mismatch(error: BaseException, cfg: DictConfig) -> str | None:
     text = str(error)
     if isinstance(error, IndexError) and "out of bounds" in text:
         return (
-            f"a label is outside model.num_classes={cfg.model.get('num_classes')} "
-            f"({first_line(error)}); set model.num_classes to the number of classes in the data"
+            f"a label is outside the classes the model scores ({first_line(error)}); give "
+            "every class index a name in the data module's class_names, and leave "
+            "model.task.num_classes unset (it follows the data)"
         )
     if not (isinstance(error, RuntimeError) and SHAPE_PATTERNS.search(text)):
         return None
     return (
         f"shape mismatch between the data and model.net ({first_line(error)}); make the "
-        "net's input size (e.g. model.net.in_features, model.net.in_channels) match the "
-        "data's inputs, or pick a model built for this data"
+        f"net's sizes ({net_settings(cfg)}) match the data's inputs, or pick a model built "
+        "for this data"
     )
+
+
+def net_settings(cfg: DictConfig) -> str:
+    """The configured net's settings as keys (``model.net.channels, ...``), or a generic pair."""
+    generic = "e.g. model.net.in_features, model.net.in_channels"
+    try:
+        from ..checkpoints.registry import active
+        from ..models.build import FROM_DATA
+        from ..settings import settings_of
+
+        net = active().resolve(cfg.model.net._target_, "net", "model.net")
+    except Exception:  # a hint names what it can
+        return generic
+    names = [name for name in settings_of(net).named if name not in FROM_DATA]
+    return ", ".join(f"model.net.{name}" for name in names) or generic
 
 
 DEVICE_PATTERNS = re.compile(

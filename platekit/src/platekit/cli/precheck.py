@@ -11,14 +11,22 @@ a rejected run creates nothing, so there is nothing to delete. (Mistakes only th
 see, such as a checkpoint that does not exist, come after Hydra started: ``cli/rundir.py``
 then removes the run directory if this run made it and wrote nothing there.)
 
+A key the config files leave out is, to Hydra, a key that does not exist. Where it lies in a
+component (``data.noise=0.1``: ``data`` names a class by ``_target_``) the class decides:
+a setting its ``__init__`` declares is taken as given (the command line passes it to Hydra
+as ``+data.noise=0.1``), and any other key is refused here naming the nearest settings
+(``data.nosie is not a setting of ...``).
+
 Command lines that run no task (``--help``, ``--cfg``, ``--info``, shell completion) go
-straight to Hydra, as do those Hydra cannot compose (a mistyped key): its own error and the
-typo hints say more. In a multirun each value a listed sweep gives (``a=1,2``,
-``range(1,4)``) is checked by its key's rule here; the values a sweeper picks itself
-(Optuna's ``interval(...)``) are checked by each job when it starts (``cli/entry.py``).
+straight to Hydra, as do those it cannot compose for another reason (a mistyped
+``trainer.`` key): its own error and the typo hints say more. In a multirun each value a
+listed sweep gives (``a=1,2``, ``range(1,4)``) is checked by its key's rule here; the
+values a sweeper picks itself (Optuna's ``interval(...)``) are checked by each job when it
+starts (``cli/entry.py``).
 """
 
 import argparse
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,10 +34,12 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from ..runtime.schema import complaint, problems, rule_for
+from ..runtime.schema import complaint, components, owner_of, problems, rule_at
+from .typos import moved_key
 
 # Hydra options after which no task runs, or which change where the config comes from.
 PASS_THROUGH = (
@@ -51,6 +61,13 @@ class Planned:
 
     problems: list[str] = field(default_factory=list)
     run_dir: Path | None = None  # a single run's; None for a multirun or when unknown
+    # Overrides of settings a component declares but its config file leaves out: Hydra
+    # takes them as additions (``+data.noise=0.1``).
+    additions: tuple[str, ...] = ()
+
+    def command_line(self, argv: list[str]) -> list[str]:
+        """``argv`` as Hydra should read it: each of ``additions`` given with ``+``."""
+        return [f"+{arg}" if arg in self.additions else arg for arg in argv]
 
 
 def plan(config_dir: Path, config_name: str, argv: list[str]) -> Planned:
@@ -75,23 +92,67 @@ def check(
     config_dir: Path, config_name: str, overrides: list[str], *, multirun: bool = False
 ) -> Planned:
     """Compose ``config_name`` with ``overrides`` and check it against the schema."""
-    cfg, run_dir = composed(config_dir, config_name, overrides, multirun=multirun)
+    cfg, run_dir, added = with_component_keys(config_dir, config_name, overrides, multirun)
     hydra = HydraConfig.instance()
     before = hydra.cfg
     try:
         hydra.set_config(cfg)  # for ${hydra:...} values, such as paths.output_dir
-        return Planned(problems(cfg) + swept_problems(overrides), run_dir)
+        found = problems(cfg) + swept_problems(cfg, overrides)
     finally:
         hydra.cfg = before
+    unknown = {line.split(" ", 1)[0] for line in found if " is not a setting of " in line}
+    additions = tuple(line for line in added if line.split("=", 1)[0] not in unknown)
+    return Planned(found, run_dir, additions)
 
 
-def swept_problems(overrides: list[str]) -> list[str]:
+MISSING = re.compile(r"Could not override '([^']+)'")
+
+
+def with_component_keys(
+    config_dir: Path, config_name: str, overrides: list[str], multirun: bool
+) -> tuple[DictConfig, Path | None, list[str]]:
+    """The composed config, its run directory, and the overrides given as additions.
+
+    An override Hydra refuses because the config files leave its key out is given again as
+    ``+key=value`` when the key lies in a component; the schema then takes it or names it.
+    Any other key Hydra refuses raises Hydra's error.
+    """
+    lines = list(overrides)
+    added: list[str] = []
+    first: ConfigCompositionException | None = None
+    while True:
+        try:
+            cfg, run_dir = composed(config_dir, config_name, lines, multirun=multirun)
+            break
+        except ConfigCompositionException as error:
+            first = first or error
+            match = MISSING.match(str(error))
+            key = match.group(1) if match else ""
+            index = next(
+                (i for i, line in enumerate(lines) if line.split("=", 1)[0] == key and key),
+                None,
+            )
+            if index is None or moved_key(key):
+                raise first from None
+            added.append(lines[index])
+            lines[index] = f"+{lines[index]}"
+    if added:
+        found, _ = components(cfg)
+        if any(owner_of(line.split("=", 1)[0], found) is None for line in added):
+            assert first is not None
+            raise first  # not a component's key: Hydra's error and the hints say it
+    return cfg, run_dir, added
+
+
+def swept_problems(cfg: DictConfig, overrides: list[str]) -> list[str]:
     """A line for each value a listed sweep (``seed=0,-1``, ``range(...)``) gives that
     breaks the rule of its key."""
     found = []
     for override in OverridesParser.create().parse_overrides(overrides):
-        rule = rule_for(override.key_or_group)
-        if rule is None or rule.checked_elsewhere or not override.is_discrete_sweep():
+        if not override.is_discrete_sweep():
+            continue
+        rule = rule_at(cfg, override.key_or_group)
+        if rule is None or rule.checked_elsewhere:
             continue
         found += [
             complaint(override.key_or_group, value, rule)

@@ -51,11 +51,22 @@ def nearest_names(config_dir: Path, config_name: str, overrides: list[str]) -> l
             keys.append(key)
     if keys:
         cfg = _compose(config_dir, config_name, choices)
-        known = sorted({*_dotted(OmegaConf.to_container(cfg)), *groups})
+        known = sorted({*_dotted(OmegaConf.to_container(cfg)), *groups, *declared(cfg)})
         for key in keys:
             if not has_key(cfg, key):
                 hints.append(_hint(f"key '{key}'", key, known))
     return hints
+
+
+def declared(cfg: Any) -> list[str]:
+    """The settings each component of ``cfg`` declares, those its config file leaves out too."""
+    from ..runtime.schema import components  # imports each component's module
+
+    try:
+        found, _ = components(cfg)
+    except Exception:  # hints are a courtesy
+        return []
+    return [f"{path}.{name}" for path, part in found.items() for name in part.settings.named]
 
 
 def has_key(cfg: Any, key: str) -> bool:

@@ -29,7 +29,7 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from lightning import LightningDataModule
@@ -38,6 +38,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from ..cli.errors import UserError
+from ..settings import Range
 from .info import DataInfo
 from .loading import ResumableDataLoader, in_memory_loader
 from .sampling import EpochBatchSampler, InOrderBatchSampler, TensorPairs
@@ -91,12 +92,12 @@ class BaseDataModule(LightningDataModule):
 
     def __init__(
         self,
-        batch_size: int = 64,
-        eval_batch_size: int = 512,
+        batch_size: Annotated[int, Range(low=1)] = 64,
+        eval_batch_size: Annotated[int, Range(low=1)] = 512,
         val_fraction: float = 0.15,
         test_fraction: float = 0.15,
-        seed: int = 0,
-        num_workers: int = 0,
+        seed: Annotated[int, Range(0, 2**32 - 1)] = 0,
+        num_workers: Annotated[int, Range(low=0)] = 0,
         normalize: str = "scalar",
     ) -> None:
         super().__init__()

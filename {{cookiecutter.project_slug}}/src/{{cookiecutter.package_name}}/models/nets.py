@@ -3,11 +3,17 @@
 Their sizes come from the data: a net that takes ``input_shape`` (one input's shape) and
 ``num_outputs`` (classes, or 1 for a regression) gets them filled in by the model builder,
 so a model config names only its own choices (widths, dropout).
+
+Each ``__init__`` parameter is a setting a config may give (``model.net.dropout=0.2``): its
+annotation is the type a value must have, and a ``Range`` beside it bounds it
+(``platekit.settings``). A key no parameter takes is refused before the run starts.
 """
 
 import math
 from collections.abc import Sequence
+from typing import Annotated
 
+from platekit.settings import Range
 from torch import Tensor, nn
 
 
@@ -39,7 +45,7 @@ class SmallCNN(nn.Module):
         input_shape: Sequence[int],
         num_outputs: int,
         channels: Sequence[int] = (32, 64),
-        dropout: float = 0.1,
+        dropout: Annotated[float, Range(low=0, below=1)] = 0.1,
     ) -> None:
         super().__init__()
         first, second = channels
@@ -65,7 +71,7 @@ class MLP(nn.Module):
         input_shape: Sequence[int],
         num_outputs: int,
         hidden: Sequence[int] = (256, 128),
-        dropout: float = 0.1,
+        dropout: Annotated[float, Range(low=0, below=1)] = 0.1,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
