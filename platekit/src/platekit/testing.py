@@ -152,22 +152,25 @@ LAUNCHER_VARIABLES = ("SLURM_", "TORCHELASTIC_", "RANK", "LOCAL_RANK", "WORLD_SI
 
 
 def launch(
-    command: list[str], log: Path, env: dict[str, str] | None = None, **extra: str
+    command: list[str], log: Path, env: dict[str, str] | None = None, **variables: str
 ) -> subprocess.Popen:
-    """Start ``command`` in the project's folder, output to ``log``, with no launcher variables
-    but those in ``extra``."""
+    """Start ``command`` in the project's folder, output to ``log``, in ``env`` (by default
+    :func:`cli_env`) without launcher variables but those in ``variables``."""
     base = env or cli_env()
     inherited = {k: v for k, v in base.items() if not k.startswith(LAUNCHER_VARIABLES)}
-    full_env = {**inherited, "PYTHON": sys.executable, **extra}
+    full_env = {**inherited, "PYTHON": sys.executable, **variables}
     with log.open("w") as handle:
         return subprocess.Popen(
             command, cwd=project().root, env=full_env, stdout=handle, stderr=handle
         )
 
 
-def launch_train(log: Path, *overrides: str, **env: str) -> subprocess.Popen:
+def launch_train(
+    log: Path, *overrides: str, env: dict[str, str] | None = None, **variables: str
+) -> subprocess.Popen:
     """``python -m <package>.train overrides...``; Lightning starts other ranks itself."""
-    return launch([sys.executable, "-m", f"{project().package}.train", *overrides], log, **env)
+    command = [sys.executable, "-m", f"{project().package}.train", *overrides]
+    return launch(command, log, env, **variables)
 
 
 def finish(processes: list[subprocess.Popen], logs: list[Path], timeout: float = 300) -> None:
