@@ -74,9 +74,9 @@ def config_options(group: str) -> list[str]:
     return sorted(path.stem for path in (project().config_dir / group).glob("*.yaml"))
 
 
-def data_fixture(name: str, directory: Path) -> list[str] | None:
-    """Overrides selecting ``configs/data/<name>.yaml`` on the small data set its module
-    writes under ``directory`` (``make_fixture``); ``None`` if the module writes none."""
+def fixture_settings(name: str, directory: Path) -> dict[str, Any] | None:
+    """The ``data.*`` settings of ``configs/data/<name>.yaml``'s module pointed at the small
+    data set it writes under ``directory`` (``make_fixture``); ``None`` if it writes none."""
     from hydra.utils import get_class
 
     data = compose_config(directory, [f"data={name}"]).data
@@ -84,11 +84,25 @@ def data_fixture(name: str, directory: Path) -> list[str] | None:
     settings = get_class(data._target_).make_fixture(directory, **kind)
     if settings is None:
         return None
-    return [
-        f"data={name}",
-        *(f"data.{key}={value}" for key, value in settings.items()),
-        f"paths.data_dir={directory / 'data'}",  # where a module writes its own files
-    ]
+    if "data_dir" in data:  # where a module writes files of its own
+        settings = {**settings, "data_dir": str(directory / "data")}
+    return settings
+
+
+def data_fixture(name: str, directory: Path) -> list[str] | None:
+    """Overrides selecting ``configs/data/<name>.yaml`` on the small data set its module
+    writes under ``directory`` (``make_fixture``); ``None`` if the module writes none."""
+    settings = fixture_settings(name, directory)
+    if settings is None:
+        return None
+    return [f"data={name}", *(f"data.{key}={value}" for key, value in settings.items())]
+
+
+def named_again(overrides: list[str]) -> list[str]:
+    """The ``data.<setting>=`` overrides of ``overrides`` as eval, export and predict take them
+    (``+data.path=...``): a checkpoint's data paths outside the project are used only when
+    the user names them again."""
+    return [f"+{o}" for o in overrides if o.startswith("data.") and "=" in o]
 
 
 def build_datamodule(output_dir: Path, overrides: list[str], stage: str = "fit") -> Any:
@@ -451,7 +465,8 @@ class DataContract:
             metafunc.parametrize("data_config", names, ids=names, scope="class")
 
     @pytest.fixture(scope="class")
-    def contract(self, data_config: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    @classmethod
+    def contract(cls, data_config: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
         """The data config on its module's fixture data, with a net that takes its inputs."""
         root = tmp_path_factory.mktemp(f"contract_{data_config}")
         data_args = data_fixture(data_config, root)
@@ -466,18 +481,21 @@ class DataContract:
         return {"name": data_config, "root": root, "data_args": data_args}
 
     @pytest.fixture(scope="class")
-    def trained(self, contract: dict) -> dict:
+    @classmethod
+    def trained(cls, contract: dict) -> dict:
         """One uninterrupted run of the data config: its directory and metrics."""
         run_dir = contract["root"] / "uninterrupted"
-        overrides = [*self.BASE, *contract["data_args"], *self.recording(run_dir)]
-        metrics = project_module("train").train(compose_config(run_dir, overrides))
+        overrides = [*cls.BASE, *contract["data_args"], *cls.recording(run_dir)]
+        metrics = project_module("train").train(compose_config(run_dir, overrides), overrides)
         return {"run_dir": run_dir, "metrics": metrics}
 
     @pytest.fixture(scope="class")
-    def exported(self, contract: dict, trained: dict) -> dict:
+    @classmethod
+    def exported(cls, contract: dict, trained: dict) -> dict:
         checkpoint = trained["metrics"]["best_checkpoint"]
         out = contract["root"] / "export"
-        cfg = compose_config(out, [f"ckpt_path={checkpoint}", "repeats=2"], "export")
+        given = [f"ckpt_path={checkpoint}", "repeats=2", *named_again(contract["data_args"])]
+        cfg = compose_config(out, given, "export")
         report = project_module("export").export(cfg)
         return {"report": report, "model": out / "model.onnx", "ckpt": checkpoint}
 
@@ -554,11 +572,13 @@ class DataContract:
         crash_step = steps_per_epoch + 2
         run_dir = tmp_path / "run"
         overrides = [*self.BASE, *contract["data_args"], *self.recording(run_dir)]
+        crashing = [*overrides, *crash_after(crash_step)]
         with pytest.raises(CrashError):
-            train(compose_config(run_dir, [*overrides, *crash_after(crash_step)]))
+            train(compose_config(run_dir, crashing), crashing)
         last = run_dir / "checkpoints" / "last.ckpt"
         assert torch.load(last, weights_only=True)["global_step"] == crash_step - 1
-        train(compose_config(run_dir, [*overrides, f"ckpt_path={last}"]))
+        resuming = [*overrides, f"ckpt_path={last}"]  # the data's paths named again
+        train(compose_config(run_dir, resuming), resuming)
 
         reference = trained["run_dir"]
         assert step_losses(run_dir / "losses.txt") == step_losses(reference / "losses.txt")
