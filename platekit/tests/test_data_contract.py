@@ -73,7 +73,8 @@ def test_plain_datamodule_trains_evaluates_and_exports_with_one_warning(
     with pytest.raises(module("cli.errors").UserError, match="not a class defined under"):
         evaluate(refused)  # the module lives outside the package: named explicitly below
     allowed = [f"ckpt_path={checkpoint}", TRUST_PLAIN]
-    scores = evaluate(compose_config(tmp_path / "eval2", allowed, config_name="eval"))
+    same_precision = [*allowed, "trainer.precision=32-true"]  # as it trained (auto may be bf16)
+    scores = evaluate(compose_config(tmp_path / "eval2", same_precision, config_name="eval"))
     assert scores["test"] == pytest.approx(metrics["test"], abs=1e-6)
     report = export.export(
         compose_config(tmp_path / "export", [*allowed, "repeats=1"], config_name="export")

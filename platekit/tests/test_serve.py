@@ -325,10 +325,11 @@ def test_a_table_model_takes_csv_rows(tmp_path: Path) -> None:
     overrides = ["data=csv", "model=mlp", "trainer.max_epochs=2", "callbacks.progress_bar=null"]
     overrides += ["logger=csv", *(f"data.{key}={value}" for key, value in settings.items())]
     metrics = module("train").train(compose_config(tmp_path / "run", overrides))
-    export = [f"ckpt_path={metrics['best_checkpoint']}", "repeats=1"]
+    table = Path(settings["path"])  # a, b, c and the label column, which is ignored
+    # The table is outside the project: export reads it only when it is named again.
+    export = [f"ckpt_path={metrics['best_checkpoint']}", "repeats=1", f"+data.path={table}"]
     module("export").export(compose_config(tmp_path / "export", export, config_name="export"))
     model = tmp_path / "export" / "model.onnx"
-    table = Path(settings["path"])  # a, b, c and the label column, which is ignored
 
     port = free_port()
     with running(serve_command(model, port), tmp_path / "serve", port) as server:
