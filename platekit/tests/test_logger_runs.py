@@ -1,6 +1,5 @@
 """A resumed run continues its tracker run: one training run is one W&B / MLflow run."""
 
-import os
 import signal
 import sqlite3
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
-from support import CONFIG_DIR, PACKAGE, module, python_path, run_cli
+from support import CONFIG_DIR, PACKAGE, cli_env, module, run_cli
 
 TRACKERS = sorted(
     name for name in ("wandb", "mlflow") if (CONFIG_DIR / "logger" / f"{name}.yaml").is_file()
@@ -57,17 +56,10 @@ def test_a_run_id_set_in_the_config_wins_and_a_fresh_run_changes_nothing() -> No
 
 
 def start_training(cwd: Path, tracker: str) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "PYTHONPATH": python_path(),
-        "CONFIG_DIR": str(CONFIG_DIR),
-        "OMP_NUM_THREADS": "1",
-        "WANDB_SILENT": "true",
-    }
     return subprocess.Popen(
         [sys.executable, "-m", f"{PACKAGE}.train", *ARGS, f"logger={tracker}"],
         cwd=cwd,
-        env=env,
+        env=cli_env(WANDB_SILENT="true"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

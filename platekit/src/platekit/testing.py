@@ -121,8 +121,11 @@ def cli_env(**extra: str) -> dict[str, str]:
     """The environment a command of the tests runs with: the project's ``src`` and ``tests``
     importable, its configs, one thread (plus ``extra``)."""
     root = project().root
+    # A W&B run in the test process exports its service's address; a command of its own
+    # starts its own service, as a user's would (sharing one refuses a resumed run's id).
+    inherited = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
     return {
-        **os.environ,
+        **inherited,
         "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root / "tests")]),
         "CONFIG_DIR": str(project().config_dir),
         "OMP_NUM_THREADS": "1",
