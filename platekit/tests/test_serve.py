@@ -26,6 +26,9 @@ import pytest
 from PIL import Image
 from support import CONFIG_DIR, PACKAGE, ROOT, compose_config, module, project_module
 
+if not (CONFIG_DIR / "serve.yaml").is_file():
+    pytest.skip("the project was baked with serve=no", allow_module_level=True)
+
 predict = module("predict")
 serve = module("serve")
 UserError = module("cli.errors").UserError
