@@ -24,13 +24,11 @@ UNDER_CRUFT = {{ "_commit" in cookiecutter }}
 OPTIONAL_PATHS = {
     "configs/logger/wandb.yaml": LOGGER == "wandb",
     "configs/logger/mlflow.yaml": LOGGER == "mlflow",
-    "tests/wandb_records.py": LOGGER == "wandb",
     ".github": CI == "github",
     "Dockerfile": DOCKER == "yes",
     ".dockerignore": DOCKER == "yes",
     f"src/{PACKAGE}/serve.py": SERVE == "yes",
     "configs/serve.yaml": SERVE == "yes",
-    "tests/test_serve.py": SERVE == "yes",
 }
 
 

@@ -3,21 +3,21 @@
 A covering set, because the options touch disjoint things:
 - ``logger`` changes requirements*.txt, the lock, configs/logger/ and the default in
   train.yaml. The bakes with wandb and mlflow (the loggers that add packages and a config)
-  run the baked tests about loggers (``-k logger``: every test of test_logger.py, which
-  trains with the default and every shipped logger, and the ``logger=...`` cases of
-  test_configs.py, which compose and build them). csv and tensorboard ship in every bake,
-  so the default bake's full suite (test_baked_project.py) already trains with both; a
-  tensorboard bake differs from it only in the default, checked below. The rest of the
-  baked suite runs with logger=csv whatever the default (QUICK in the baked
-  tests/support.py), so it cannot tell the loggers apart.
+  run the tests about loggers: the ``logger=...`` cases of the bake's test_configs.py
+  (compose and build each), and platekit's test_logger.py with that bake as its project
+  (``PLATEKIT_TEST_PROJECT``: every shipped logger, the default included, records a real
+  run). csv and tensorboard ship in every bake, so platekit's own suite (test_platekit.py)
+  already trains with both; a tensorboard bake differs from it only in the default, checked
+  below. The rest of the tests run with logger=csv whatever the default (``QUICK`` in
+  platekit.testing), so they cannot tell the loggers apart.
 - ``ci`` and ``docker`` only add or drop files that no Python code or config reads: all 16
   combinations are baked and their file set, YAML, pins and lint checked here; the workflow
   and the Dockerfile themselves are linted in test_tooling.py.
 - ``serve`` adds the server's files, its pins, a Makefile target and the Dockerfile's serving
   lines. It is not a fourth product factor: the 16 bakes above take serve=yes in half of
   them, so each logger, each ci and each docker answer is baked with both serve answers
-  (and the lock with mlflow and serve together, which share pins). The serve=yes bake runs
-  the baked server tests, slow tier included.
+  (and the lock with mlflow and serve together, which share pins). The server's tests are
+  platekit's (platekit/tests/test_serve.py); platekit's suite bakes serve=yes for them.
 - ``python_version`` and ``license`` only change text (test_bake.py).
 """
 
@@ -30,7 +30,7 @@ import pytest
 import yaml
 from test_bake import expected_files, files_of
 
-from conftest import bake, python_in, run, tail
+from conftest import TEMPLATE, bake, python_in, run, tail
 
 LOGGERS = ["csv", "tensorboard", "wandb", "mlflow"]
 # Pins that exist only for one logger.
@@ -80,21 +80,18 @@ def test_combination_bakes_and_lints(
 
 
 @pytest.mark.parametrize("logger", ["wandb", "mlflow"])
-def test_logger_passes_the_baked_tests_it_affects(logger: str, tmp_path: Path) -> None:
+def test_logger_passes_the_tests_it_affects(logger: str, tmp_path: Path) -> None:
     project = bake(tmp_path, logger=logger)
     result = python_in(
-        project, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        "tests/test_configs.py", "tests/test_logger.py", "-k", "logger",
+        project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_configs.py",
+        "-k", "logger",
     )  # fmt: skip
     assert result.returncode == 0, tail(result)
     assert " passed" in result.stdout and " skipped" not in result.stdout, tail(result)
-
-
-def test_serve_passes_its_baked_tests(tmp_path: Path) -> None:
-    project = bake(tmp_path, serve="yes")
-    result = python_in(
-        project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_serve.py",
-        "-m", "slow or not slow",
+    kit = run(
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow",
+        "platekit/tests/test_logger.py", "platekit/tests/test_logger_runs.py", "-k", logger,
+        cwd=TEMPLATE, timeout=1200, PLATEKIT_TEST_PROJECT=str(project), OMP_NUM_THREADS="1",
     )  # fmt: skip
-    assert result.returncode == 0, tail(result)
-    assert " passed" in result.stdout and " skipped" not in result.stdout, tail(result)
+    assert kit.returncode == 0, tail(kit)
+    assert " passed" in kit.stdout and " skipped" not in kit.stdout, tail(kit)

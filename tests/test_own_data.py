@@ -2,7 +2,9 @@
 
 Its code blocks that start with a ``# <path>`` comment are written to that path; its
 ``make train`` lines are run as they stand (with this environment's Python instead of
-``.venv``): a CSV table, a folder of images, a data module subclass and a new model.
+``.venv``): a CSV table, a folder of images, a data module subclass and a new model. Then
+the bake's own tests take the new data module and model config with no new test code: the
+data contract runs on configs/data/spirals.yaml, and the config test builds the new model.
 """
 
 import os
@@ -98,3 +100,20 @@ def test_readme_own_data_steps_run_as_written(tmp_path: Path) -> None:
         assert "test/acc" in result.stdout, command
         [run_dir] = (root / "outputs" / "train" / "runs").iterdir()
         assert (run_dir / "metrics.json").is_file()
+
+    # The project's tests cover the new data module and model config as they stand.
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow",
+         "tests/test_data_contract.py", "tests/test_configs.py", "-k", "spirals or wide_mlp", "-rA"],
+        cwd=project, env={**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"},
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
+    passed = set(re.findall(r"^PASSED (\S+)", tests.stdout, re.MULTILINE))
+    contract = {name for name in passed if "test_data_contract.py" in name}
+    assert len(contract) == 7 and all("[spirals]" in name for name in contract), passed
+    assert (
+        "tests/test_configs.py::test_model_config_builds_for_the_data_it_takes[wide_mlp]" in passed
+    )
+    assert "tests/test_configs.py::test_option_composes_and_builds[data=spirals]" in passed
+    assert " skipped" not in tests.stdout

@@ -1,14 +1,20 @@
-"""Every config file composes, and the objects it names can be built."""
+"""Every config composes and builds; each model config builds for every data config whose
+inputs it takes, and refuses the others in one clear line before any training."""
 
 from pathlib import Path
 
 import pytest
 import torch
 from hydra.utils import instantiate
+from omegaconf import DictConfig
+from platekit.cli.errors import UserError
+from platekit.models.build import build_model
+from platekit.recipe import build_trainer
+from platekit.testing import build_datamodule, compose_config, config_options, data_fixture
 
-from support import CONFIG_DIR, compose_config, module
+from conftest import ROOT
 
-GROUPS = sorted(p.parent.name for p in CONFIG_DIR.glob("*/*.yaml") if p.parent.name != "hydra")
+CONFIG_DIR = ROOT / "configs"
 
 
 def options() -> list[str]:
@@ -16,50 +22,90 @@ def options() -> list[str]:
     found = []
     for path in sorted(CONFIG_DIR.rglob("*.yaml")):
         group = path.parent.relative_to(CONFIG_DIR).as_posix()
-        if group in (".", "hydra"):
-            continue
-        found.append(f"{group}={path.stem}")
+        if group not in (".", "hydra"):
+            found.append(f"{group}={path.stem}")
     return found
 
 
 def test_every_group_has_options() -> None:
+    groups = {p.parent.name for p in CONFIG_DIR.glob("*/*.yaml")}
     expected = {"callbacks", "data", "debug", "experiment", "logger", "model", "paths", "trainer"}
-    expected |= {"optimizer", "scheduler"}
-    assert expected <= set(GROUPS)
+    assert expected | {"optimizer", "scheduler"} <= groups
     assert len(options()) >= 15
 
 
 @pytest.mark.parametrize("override", options())
-def test_option_composes_and_builds(override: str, tmp_path: Path) -> None:
+def test_option_composes_and_builds(override: str, data_infos: dict, tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, [override])
     assert cfg.paths.output_dir == str(tmp_path)
-    info = module("data").DigitsDataModule().info  # model configs are sized by the data
-    if (cfg.model.get("task") or {}).get("_target_", "").endswith(".Regression"):
-        info = module("data.info").DataInfo(input_shape=(10,), target_kind="value")
-    model = module("models.build").build_model(
-        cfg.model, info, optimizer=cfg.optimizer, scheduler=cfg.scheduler
-    )
-    assert sum(p.numel() for p in model.parameters()) > 1000
     datamodule = instantiate(cfg.data)  # paths are checked at setup, so no files are needed
     assert datamodule.hparams.seed == cfg.seed
+    [task, *_] = [model.task for model in builds(cfg, data_infos).values()]
     if cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
-        with pytest.raises(module("cli.errors").UserError, match="no CUDA device"):
-            module("runtime.run").build_trainer(cfg, task=model.task)
+        with pytest.raises(UserError, match="no CUDA device"):
+            build_trainer(cfg, task=task)
         return
-    trainer = module("runtime.run").build_trainer(cfg, task=model.task)
+    trainer = build_trainer(cfg, task=task)
     configured = [c._target_.rsplit(".", 1)[1] for c in (cfg.get("callbacks") or {}).values() if c]
-    built = {type(c).__name__ for c in trainer.callbacks}
-    assert set(configured) <= built
+    assert set(configured) <= {type(c).__name__ for c in trainer.callbacks}
+
+
+def builds(cfg: DictConfig, data_infos: dict) -> dict:
+    """The config's model built for each data config whose inputs and targets it takes."""
+    models, refusals = {}, []
+    for name, info in data_infos.items():
+        try:
+            models[name] = build_model(
+                cfg.model, info, optimizer=cfg.optimizer, scheduler=cfg.scheduler
+            )
+        except UserError as refusal:  # the net cannot take these inputs or targets
+            refusals.append(str(refusal))
+    assert all("\n" not in refusal and "model." in refusal for refusal in refusals), refusals
+    return models
+
+
+@pytest.fixture(scope="module")
+def data_infos(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Each data config's metadata, from the small data set its module writes."""
+    infos = {}
+    for name in config_options("data"):
+        root = tmp_path_factory.mktemp(f"data_{name}")
+        overrides = data_fixture(name, root)
+        if overrides is not None:
+            infos[name] = build_datamodule(root, overrides).info
+    return infos
+
+
+@pytest.mark.parametrize("model", config_options("model"))
+def test_model_config_builds_for_the_data_it_takes(
+    model: str, data_infos: dict, tmp_path: Path
+) -> None:
+    built = builds(compose_config(tmp_path, [f"model={model}"]), data_infos)
+    assert built, f"model={model} builds for none of the data configs {sorted(data_infos)}"
+    for name, net in built.items():
+        info = data_infos[name]
+        assert sum(p.numel() for p in net.parameters()) > 100
+        with torch.no_grad():  # sized by the data: its inputs in, one output per class/value
+            outputs = net.eval()(torch.zeros(2, *info.input_shape))
+        assert tuple(outputs.shape) == (2, info.num_outputs)
+        expected = "Regression" if info.target_kind == "value" else "Classification"
+        assert type(net.task).__name__ == expected
+
+
+def test_every_data_config_is_taken_by_some_model(data_infos: dict, tmp_path: Path) -> None:
+    takers = {name: [] for name in data_infos}
+    for model in config_options("model"):
+        for name in builds(compose_config(tmp_path, [f"model={model}"]), data_infos):
+            takers[name].append(model)
+    assert len(takers) == len(config_options("data"))  # every module writes a fixture
+    assert all(takers.values()), takers
 
 
 def test_eval_config_composes(tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, ["ckpt_path=some.ckpt"], config_name="eval")
-    assert cfg.ckpt_path == "some.ckpt"
-    assert cfg.task_name == "eval"
+    assert (cfg.ckpt_path, cfg.task_name) == ("some.ckpt", "eval")
 
 
-def test_seed_zero_reaches_the_data_module(tmp_path: Path) -> None:
-    cfg = compose_config(tmp_path, ["seed=0"])
-    assert cfg.data.seed == 0
-    cfg = compose_config(tmp_path, ["seed=7"])
-    assert cfg.data.seed == 7
+def test_seed_reaches_the_data_module(tmp_path: Path) -> None:
+    for seed in (0, 7):
+        assert compose_config(tmp_path, [f"seed={seed}"]).data.seed == seed

@@ -8,8 +8,6 @@
 import csv
 import json
 import math
-import os
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,18 +17,28 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
-from support import (
-    PACKAGE,
-    ROOT,
+from platekit.benchmarks import loops
+from platekit.checkpoints.restore import Checkpoint
+from platekit.commands.bench import data_verdict
+from platekit.data import ImageFolderDataModule
+from platekit.models.exportable import from_checkpoint
+from platekit.recipe import build_parts
+from platekit.testing import (
+    CrashError,
+    cli_env,
     compose_config,
+    crash_after,
+    differing_tensors,
+    free_port,
     loss_logging,
-    module,
+    project_module,
     read_json,
     run_cli,
     step_losses,
     write_image_folder,
 )
+
+from conftest import PACKAGE, ROOT
 
 Record = Callable[[str, object], None]
 
@@ -49,7 +57,7 @@ ON_GPU = ["trainer=gpu", "callbacks.progress_bar=null", "trainer.max_epochs=5", 
 def train_on_gpu(run_dir: Path, *overrides: str) -> dict[str, Any]:
     """Train on CUDA; print steps/s and peak memory; return the metrics (with both added)."""
     torch.cuda.reset_peak_memory_stats()
-    metrics = module("train").train(compose_config(run_dir, [*ON_GPU, *overrides]))
+    metrics = project_module("train").train(compose_config(run_dir, [*ON_GPU, *overrides]))
     metrics["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
     metrics["steps_per_s"] = metrics["steps"] / metrics["fit_seconds"]
     print(
@@ -137,18 +145,17 @@ def test_mixed_precision_pays_on_64px_images(
     without validation (the bench's loop); then both train 3 epochs and agree in loss."""
     from lightning.pytorch import seed_everything
 
-    bench_loops = module("benchmarks.loops")
     mixed = mixed_precision()
     # Decoded once, in memory on the GPU: the comparison is of compute, not of decoding.
     overrides = image_overrides(image_root, "data.cache_decoded=true", "data.num_workers=0")
     cfg = compose_config(tmp_path / "timed", [*ON_GPU, *overrides])
     figures: dict[str, Any] = {}
-    with bench_loops.quiet_lightning():
+    with loops.quiet_lightning():
         for precision in ("32-true", mixed):
             seed_everything(0, verbose=False)
-            datamodule, model, _ = module("runtime.run").build_parts(cfg)
+            datamodule, model, _ = build_parts(cfg)
             torch.cuda.reset_peak_memory_stats()
-            seconds, _ = bench_loops.lightning_loop(
+            seconds, _ = loops.lightning_loop(
                 cfg, model, datamodule, steps=100, warmup=10, precision=precision
             )
             figures[f"{precision}.steps_per_s"] = 100 / seconds
@@ -192,7 +199,7 @@ def train_deterministic(run_dir: Path, *overrides: str) -> None:
     """Train; an op with no deterministic CUDA kernel fails the test naming the op."""
     cfg = compose_config(run_dir, [*RESUME, *loss_logging(run_dir / "losses.txt"), *overrides])
     try:
-        module("train").train(cfg)
+        project_module("train").train(cfg)
     except RuntimeError as error:
         if NO_DETERMINISTIC_KERNEL not in str(error):
             raise
@@ -206,22 +213,15 @@ def train_deterministic(run_dir: Path, *overrides: str) -> None:
 def test_resume_on_cuda_is_bitwise_exact(
     tmp_path: Path, workers: int, record_property: Record
 ) -> None:
-    from test_resume import CrashError, final_state
-
     loader = f"data.num_workers={workers}"
     train_deterministic(tmp_path / "whole", loader)
     resumed = tmp_path / "resumed"
-    crash = ["+callbacks.crash._target_=test_resume.CrashAfter", "+callbacks.crash.step=35"]
     with pytest.raises(CrashError):
-        train_deterministic(resumed, loader, *crash)
+        train_deterministic(resumed, loader, *crash_after(35))
     train_deterministic(resumed, loader, f"ckpt_path={resumed}/checkpoints/last.ckpt")
-    expected, actual = final_state(tmp_path / "whole"), final_state(resumed)
-    differ = [key for key, tensor in expected.items() if not torch.equal(actual[key], tensor)]
+    differ = differing_tensors(resumed, tmp_path / "whole")
     losses = step_losses(tmp_path / "whole" / "losses.txt")
-    record_all(
-        record_property, "", {"tensors": len(expected), "differ": len(differ), "steps": len(losses)}
-    )
-    assert expected.keys() == actual.keys()
+    record_all(record_property, "", {"differ": len(differ), "steps": len(losses)})
     assert not differ, f"resumed on CUDA differs from uninterrupted in {differ[:5]}"
     assert step_losses(resumed / "losses.txt") == losses
 
@@ -236,7 +236,7 @@ def gpu_trainer(root: Path) -> Any:
 
 
 def test_in_memory_data_stays_on_the_gpu(tmp_path: Path, record_property: Record) -> None:
-    datamodule = module("data").DigitsDataModule(seed=0)
+    datamodule = project_module("data").DigitsDataModule(seed=0)
     datamodule.setup()
     datamodule.trainer = gpu_trainer(tmp_path)
     device = torch.device("cuda", torch.cuda.current_device())
@@ -244,7 +244,7 @@ def test_in_memory_data_stays_on_the_gpu(tmp_path: Path, record_property: Record
     assert loader.data.inputs.device.type == "cuda"  # moved once, not per step
     inputs, targets = next(iter(loader))
     assert inputs.device.type == targets.device.type == "cuda"
-    seconds = module("benchmarks.loops").data_loop(datamodule, device, 200)
+    seconds = loops.data_loop(datamodule, device, 200)
     record_property("batches_per_s", round(200 / seconds, 1))
 
 
@@ -253,16 +253,14 @@ def test_dataloader_path_verdict_and_what_helps(
 ) -> None:
     """The image-folder DataLoader path (workers, pinned memory, non_blocking copies), with
     augmentation on: batches/s of each setting against the steps/s the model consumes."""
-    loops, bench = module("benchmarks.loops"), module("bench")
-    data = module("data")
     device = torch.device("cuda", torch.cuda.current_device())
     options = {
         "root": str(image_root), "image_size": IMAGES, "channels": 3, "batch_size": 128,
         "crop_padding": 4, "flip": True, "seed": 0,
     }  # fmt: skip
     cfg = compose_config(tmp_path / "model", [*ON_GPU, *image_overrides(image_root)])
-    reference = data.ImageFolderDataModule(**options, num_workers=0, cache_decoded=True)
-    _, model, _ = module("runtime.run").build_parts(cfg)
+    reference = ImageFolderDataModule(**options, num_workers=0, cache_decoded=True)
+    _, model, _ = build_parts(cfg)
     inputs, targets = loops.train_tensors(reference, device)
     model_rate = 100 / loops.plain_loop(
         model.to(device), inputs, targets, batch_size=128, steps=100, warmup=10,
@@ -277,7 +275,7 @@ def test_dataloader_path_verdict_and_what_helps(
     }
     rows = {}
     for name, setting in settings.items():
-        datamodule = data.ImageFolderDataModule(**options, **setting)
+        datamodule = ImageFolderDataModule(**options, **setting)
         datamodule.setup()
         datamodule.trainer = gpu_trainer(tmp_path)
         loader = datamodule.train_dataloader()
@@ -285,7 +283,7 @@ def test_dataloader_path_verdict_and_what_helps(
         batch = datamodule.transfer_batch_to_device(next(iter(loader)), device, 0)
         assert batch[0].device.type == "cuda"
         seconds = loops.data_loop(datamodule, device, 40)
-        rows[name] = bench.data_verdict(40 / seconds, model_rate)
+        rows[name] = data_verdict(40 / seconds, model_rate)
         print(f"[gpu] data path {name}: {rows[name]['batches_per_s']:.1f} batches/s, "
               f"model {model_rate:.1f} steps/s: {rows[name]['verdict']}")  # fmt: skip
     for name, row in rows.items():
@@ -311,10 +309,10 @@ def test_compile_on_cuda_trains_and_its_checkpoint_loads_without_compile(
     metrics = train_on_gpu(tmp_path, "compile=true", "trainer.max_epochs=3")
     record_all(record_property, "", {k: metrics[k] for k in ("steps_per_s", "peak_mb")})
     assert metrics["test"]["test/acc"] > 0.9
-    checkpoint = module("checkpoints.restore").Checkpoint.open(metrics["best_checkpoint"])
-    model = module("models.exportable").from_checkpoint(checkpoint)  # plain, on CPU
+    checkpoint = Checkpoint.open(metrics["best_checkpoint"])
+    model = from_checkpoint(checkpoint)  # plain, on CPU
     assert not any("_orig_mod" in key for key in model.state_dict())
-    datamodule = module("data").DigitsDataModule(seed=0)
+    datamodule = project_module("data").DigitsDataModule(seed=0)
     datamodule.setup("test")
     with torch.inference_mode():
         _, probabilities = model(datamodule.raw_inputs("test"))
@@ -331,7 +329,7 @@ def test_export_of_a_cuda_checkpoint_passes_parity(
     cfg = compose_config(
         tmp_path, [f"ckpt_path={gpu_checkpoint}", "repeats=3"], config_name="export"
     )
-    report = module("export").export(cfg)
+    report = project_module("export").export(cfg)
     worst = max(row["max_abs_diff"] for row in report["parity"])
     record_property("cpu_ep.max_abs_diff", worst)
     assert all(row["classes_agree"] for row in report["parity"])
@@ -339,7 +337,7 @@ def test_export_of_a_cuda_checkpoint_passes_parity(
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         record_property("cuda_ep", "absent (onnxruntime without CUDA)")
         return
-    datamodule = module("data").DigitsDataModule(seed=0)
+    datamodule = project_module("data").DigitsDataModule(seed=0)
     datamodule.setup("test")
     raw = datamodule.raw_inputs("test").numpy()
     outputs = {}
@@ -355,7 +353,7 @@ def test_export_of_a_cuda_checkpoint_passes_parity(
 def test_predict_from_a_cuda_checkpoint_on_cuda_agrees_with_cpu(
     gpu_checkpoint: str, tmp_path: Path, record_property: Record
 ) -> None:
-    datamodule = module("data").DigitsDataModule(seed=0)
+    datamodule = project_module("data").DigitsDataModule(seed=0)
     datamodule.setup("test")
     raw = datamodule.raw_inputs("test")
     inputs = tmp_path / "test.npy"
@@ -363,10 +361,10 @@ def test_predict_from_a_cuda_checkpoint_on_cuda_agrees_with_cpu(
     cfg = compose_config(
         tmp_path, [f"model_path={gpu_checkpoint}", f"inputs={inputs}"], config_name="predict"
     )
-    rows = module("predict").predict(cfg)  # PyTorch on the CPU, as predict runs a .ckpt
+    rows = project_module("predict").predict(cfg)  # PyTorch on the CPU, as predict runs a .ckpt
     on_cpu = np.array([row["probability"] for row in rows])
-    checkpoint = module("checkpoints.restore").Checkpoint.open(gpu_checkpoint)
-    model = module("models.exportable").from_checkpoint(checkpoint).cuda()
+    checkpoint = Checkpoint.open(gpu_checkpoint)
+    model = from_checkpoint(checkpoint).cuda()
     with torch.inference_mode():
         _, probabilities = model(raw.cuda())
     on_gpu = probabilities.max(1).values.cpu().numpy()
@@ -391,7 +389,7 @@ def test_ddp_on_all_visible_gpus(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.train", "trainer=ddp", *ON_GPU[1:],
          f"paths.root_dir={tmp_path}"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        cwd=ROOT, env=cli_env(),
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -402,21 +400,9 @@ def test_ddp_on_all_visible_gpus(tmp_path: Path) -> None:
     assert metrics["test"]["test/acc"] > 0.9
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_torchrun_one_node_all_gpus(tmp_path: Path, record_property: Record) -> None:
     gpus = torch.cuda.device_count()
-    env = {
-        **os.environ,
-        "PYTHON": sys.executable,
-        "PYTHONPATH": str(ROOT / "src"),
-        "MASTER_PORT": str(free_port()),
-        "RUN_NAME": "torchrun",
-    }
+    env = cli_env(PYTHON=sys.executable, MASTER_PORT=str(free_port()), RUN_NAME="torchrun")
     result = subprocess.run(
         ["bash", "scripts/torchrun.sh", "1", str(gpus), *ON_GPU[1:], f"paths.root_dir={tmp_path}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,

@@ -87,6 +87,8 @@ class TrainRun:
     history: MetricHistory = field(default_factory=MetricHistory)
     confusion: TestConfusionMatrix | None = None
     fit_seconds: float = 0.0
+    epochs: list[dict[str, Any]] = field(default_factory=list)  # the history fit ended with
+    stop: dict[str, Any] | None = None  # early stopping's, if it ended fit
 
     @classmethod
     def start(cls, cfg: DictConfig, overrides: Sequence[str] | None = None) -> "TrainRun":
@@ -168,6 +170,11 @@ class TrainRun:
             requeue_if_asked()  # a SLURM pre-emption notice (SIGUSR1) requeues the job
             return False
         self.fit_seconds = time.perf_counter() - fit_started
+        # Read now: testing a checkpoint restores the (shorter) history saved in it.
+        self.epochs = list(self.history.epochs)
+        self.stop = early_stop(trainer, self.epochs)
+        if self.stop is not None and trainer.is_global_zero:
+            log.info("%s", stop_message(self.stop, trainer.max_epochs))
         return True
 
     def stopped(self, trainer: Trainer) -> dict[str, Any]:
@@ -193,11 +200,8 @@ class TrainRun:
     def finish(self, trainer: Trainer, results: list[Mapping[str, float]]) -> dict[str, Any]:
         """Write ``metrics.json`` and the plots, log the summary; return the metrics."""
         assert self.task is not None  # set by trainer()
-        epochs = list(self.history.epochs)  # testing a checkpoint restores its history
+        epochs, stop = self.epochs, self.stop  # as fit ended, before the test's restore
         best_epoch = (best_row(epochs, self.task.monitor, self.task.mode) or {}).get("epoch")
-        stop = early_stop(trainer, epochs)
-        if stop is not None and trainer.is_global_zero:
-            log.info("%s", stop_message(stop, trainer.max_epochs))
         metrics: dict[str, Any] = {
             "test": as_floats(results[0]),
             "best_checkpoint": self.best(trainer),

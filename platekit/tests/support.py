@@ -1,0 +1,71 @@
+"""What platekit's tests share: the project they run on, its modules, configs and commands.
+
+The project is a bake of the template (conftest.py bakes one per session, or takes
+``PLATEKIT_TEST_PROJECT``). ``module(name)`` finds ``platekit.<name>`` (or the command body
+``platekit.commands.<name>``) first and the project's ``<package>.<name>`` second, so a test
+names the machinery and the project's recipes alike (``module("cli.errors").UserError``,
+``module("export").check_parity``, ``module("train").train``).
+"""
+
+import os
+from importlib import import_module
+from pathlib import Path
+from types import ModuleType
+
+from platekit.testing import (  # noqa: F401  (re-exported for the tests)
+    QUICK,
+    StepLosses,
+    compose_config,
+    final_state,
+    foreign_warnings,
+    loss_logging,
+    read_json,
+    refuse_constant,
+    step_losses,
+    write_image_folder,
+)
+from platekit.testing import cli_env as project_env
+from platekit.testing import run_cli as run_project_cli
+from platekit.testing import start_cli as start_project_cli
+
+from platekit import current
+
+ROOT = current().root  # the baked project's folder
+CONFIG_DIR = current().config_dir
+PACKAGE = current().package
+TESTS = Path(__file__).resolve().parent  # this folder: importable by the commands tests run
+
+
+def module(name: str) -> ModuleType:
+    """``platekit.<name>``, else a command's body ``platekit.commands.<name>``, else the
+    project's own ``<package>.<name>`` (``train``, ``eval``, ``data.digits``)."""
+    for candidate in (f"platekit.{name}", f"platekit.commands.{name}"):
+        try:
+            return import_module(candidate)
+        except ModuleNotFoundError as error:
+            if error.name is None or not candidate.startswith(error.name):
+                raise  # a module that exists failed to import something
+    return import_module(f"{PACKAGE}.{name}")
+
+
+def project_module(name: str) -> ModuleType:
+    """The project's own ``<package>.<name>`` (its data modules, nets, recipes)."""
+    return import_module(f"{PACKAGE}.{name}")
+
+
+def python_path() -> str:
+    return os.pathsep.join([str(ROOT / "src"), str(TESTS)])
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of a command the tests run: the project's ``src`` and this folder
+    importable (for test callbacks and data modules), one thread."""
+    return project_env(PYTHONPATH=python_path(), **extra)
+
+
+def start_cli(entry: str, *overrides: str, cwd: Path, **popen: object):
+    return start_project_cli(entry, *overrides, cwd=cwd, **{"env": cli_env(), **popen})
+
+
+def run_cli(entry: str, *overrides: str, cwd: Path, timeout: float = 300):
+    return run_project_cli(entry, *overrides, cwd=cwd, timeout=timeout, env=cli_env())

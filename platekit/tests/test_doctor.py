@@ -1,0 +1,52 @@
+"""The doctor: one row per check, exit 1 with a fix when one fails."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from rich.console import Console
+from support import module, run_cli
+
+doctor = module("doctor")
+
+
+def test_a_version_off_its_pin_fails_with_the_install_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(doctor, "pins", lambda: {"torch": "0.0.1", "lightning": "2.6.6"})
+    checks = {c.name: c for c in doctor.check_versions()}
+    assert checks["torch"].status == "fail"
+    assert checks["torch"].fix == "pip install torch==0.0.1 (or make setup)"
+    assert checks["hydra"].status == "skip"
+
+
+@pytest.mark.slow
+def test_doctor_passes_here_and_prints_json(tmp_path: Path) -> None:
+    result = run_cli("doctor", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    checks = {c["name"]: c for c in json.loads(result.stdout)}
+    expected = {"python", "torch", "lightning", "hydra", "device cpu", "precision cpu"}
+    expected |= {"backend gloo", "seeded draws", "seeded DataLoader", "deterministic cpu"}
+    assert expected <= set(checks)
+    assert all(c["status"] in ("ok", "skip") for c in checks.values())
+
+
+def test_deterministic_check_runs_a_cnn_step_and_restores_the_mode() -> None:
+    before = torch.are_deterministic_algorithms_enabled()
+    check = doctor.check_deterministic("cpu")
+    assert (check.name, check.status) == ("deterministic cpu", "ok"), check.detail
+    assert torch.are_deterministic_algorithms_enabled() == before
+
+
+def test_table_has_a_row_per_check_and_a_fix_per_failure() -> None:
+    console = Console(record=True, width=120)
+    checks = [
+        doctor.Check("torch", "ok", "2.13.0"),
+        doctor.Check("cuda", "fail", "CPU build", "reinstall"),
+    ]
+    doctor.show(checks, console)
+    text = console.export_text()
+    assert "torch" in text
+    assert "2.13.0" in text
+    assert "fail cuda: reinstall" in text

@@ -1,0 +1,71 @@
+"""The progress display: plain lines without a terminal, few of them, with loss and speed."""
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+from support import compose_config, module
+
+ProgressDisplay = module("callbacks.progress").ProgressDisplay
+build_trainer = module("runtime.run").build_trainer
+build_parts = module("runtime.run").build_parts
+
+# 3 epochs of 5 train batches and 2 val batches.
+LIMITED = [
+    "debug=limit",
+    "callbacks=none",
+    "trainer.log_every_n_steps=5",
+    "trainer.accelerator=cpu",
+]
+LINE = re.compile(r"epoch (\d)/2 .*loss \d+\.\d{4}.*val_acc \d\.\d{4} .*\d steps/s")
+
+
+def fit_with(
+    progress: ProgressDisplay, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> list[str]:
+    cfg = compose_config(tmp_path, LIMITED)
+    trainer = build_trainer(cfg, callbacks=[progress], enable_checkpointing=False)
+    with caplog.at_level(logging.INFO):
+        datamodule, model, _ = build_parts(cfg)
+        trainer.fit(model, datamodule=datamodule)
+    return [r.getMessage() for r in caplog.records if r.name.endswith("progress")]
+
+
+def test_without_a_terminal_one_line_per_epoch(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = fit_with(ProgressDisplay(live=False), tmp_path, caplog)
+    assert [LINE.search(line).group(1) for line in lines] == ["0", "1", "2"], lines
+
+
+@pytest.mark.slow
+def test_periodic_lines_within_an_epoch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    progress = ProgressDisplay(refresh_every=2, plain_interval_s=0, live=False)
+    lines = fit_with(progress, tmp_path, caplog)
+    # Steps 2 and 4 of each 5-step epoch, then the epoch line.
+    within = [line for line in lines if " step " in line]
+    assert len(within) == 6, lines
+    assert re.search(r"epoch 0/2  step 2  loss \d+\.\d{4}  [\d,]+ steps/s", within[0])
+
+
+def test_live_bar_runs_and_stops(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    progress = ProgressDisplay(live=True)
+    assert fit_with(progress, tmp_path, caplog) == []  # the bar draws, nothing is logged
+    assert progress._bar is None  # stopped at the end of training
+
+
+@pytest.mark.slow
+def test_live_bar_still_writes_every_epoch_line_to_the_log_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log_file = tmp_path / "train.log"
+    handler = logging.FileHandler(log_file)
+    logging.getLogger().addHandler(handler)
+    try:
+        fit_with(ProgressDisplay(live=True), tmp_path, caplog)
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    lines = log_file.read_text().splitlines()
+    assert [LINE.search(line).group(1) for line in lines if LINE.search(line)] == ["0", "1", "2"]

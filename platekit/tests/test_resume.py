@@ -1,0 +1,149 @@
+"""Exact resume: an interrupted and resumed run ends bitwise equal to an uninterrupted one.
+
+Compared: every tensor of the final state dict and the loss of every training step, with
+shuffling, dropout and num_workers 0 and 2, interrupted at an epoch boundary and mid-epoch.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+from platekit.testing import CrashError, final_state
+from support import QUICK, compose_config, loss_logging, module, step_losses
+
+train = module("train")
+
+STEPS_PER_EPOCH = 20  # 1258 train rows in batches of 64
+EPOCHS = 3
+# Every leg has the same max_epochs, so the same lr plan (a shorter first leg would plan a
+# shorter schedule: see test_schedules.py for extending a run).
+BASE = [
+    *QUICK,
+    f"trainer.max_epochs={EPOCHS}",
+    "callbacks.early_stopping=null",
+    "callbacks.model_checkpoint.last_every_n_steps=10",
+]
+
+
+def run(run_dir: Path, *overrides: str) -> None:
+    cfg = compose_config(run_dir, [*BASE, *loss_logging(run_dir / "losses.txt"), *overrides])
+    train.train(cfg)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """One uninterrupted run per num_workers value, built on first use."""
+
+    class Runs(dict):
+        def __missing__(self, workers: int) -> Path:
+            run_dir = tmp_path_factory.mktemp(f"uninterrupted_{workers}")
+            run(run_dir, f"data.num_workers={workers}")
+            self[workers] = run_dir
+            return run_dir
+
+    return Runs()
+
+
+def assert_same_run(resumed: Path, reference: Path) -> None:
+    expected, actual = final_state(reference), final_state(resumed)
+    assert expected.keys() == actual.keys()
+    for key, tensor in expected.items():
+        assert torch.equal(actual[key], tensor), key
+    losses, resumed_losses = (
+        step_losses(reference / "losses.txt"),
+        step_losses(resumed / "losses.txt"),
+    )
+    assert len(losses) == STEPS_PER_EPOCH * EPOCHS
+    assert resumed_losses == losses
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        # val/acc rises after epoch 0, so in mode=min no epoch after it makes a new best
+        pytest.param(
+            [
+                "callbacks.model_checkpoint.mode=min",
+                "callbacks.model_checkpoint.last_every_n_steps=0",
+            ],
+            id="no-new-best",
+        ),
+        # the same, and a step write at each epoch's last step, before its validation ran
+        pytest.param(
+            [
+                "callbacks.model_checkpoint.mode=min",
+                "callbacks.model_checkpoint.last_every_n_steps=20",
+            ],
+            id="step-write-before-validation",
+            marks=pytest.mark.slow,
+        ),
+        # validation every other epoch: Lightning saves in on_validation_end, before the
+        # epoch's end is complete
+        pytest.param(
+            [
+                "trainer.check_val_every_n_epoch=2",
+                "callbacks.model_checkpoint.last_every_n_steps=0",
+            ],
+            id="validation-every-2-epochs",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_last_checkpoint_holds_every_finished_epoch(tmp_path: Path, overrides: list[str]) -> None:
+    crash = ["+callbacks.crash._target_=platekit.testing.CrashAfter", "+callbacks.crash.step=45"]
+    with pytest.raises(CrashError):
+        run(tmp_path, *overrides, *crash)
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == 40  # the end of epoch 1, after its validation
+    assert [row["epoch"] for row in checkpoint["callbacks"]["MetricHistory"]["epochs"]] == [0, 1]
+
+
+@pytest.mark.slow
+def test_resume_with_gradient_accumulation_is_exact(tmp_path: Path) -> None:
+    """Step writes come only after a batch that completes an optimizer step, resumed or not."""
+    accumulate = [
+        "trainer.accumulate_grad_batches=2",
+        "callbacks.model_checkpoint.last_every_n_steps=5",
+    ]
+    run(tmp_path / "reference", *accumulate)
+    resumed = tmp_path / "resumed"
+    for crash_step in (7, 6):  # the second leg resumes from step 5 and crashes again
+        with pytest.raises(CrashError):
+            run(
+                resumed,
+                *accumulate,
+                "+callbacks.crash._target_=platekit.testing.CrashAfter",
+                f"+callbacks.crash.step={crash_step}",
+                *([f"ckpt_path={resumed}/checkpoints/last.ckpt"] if crash_step == 6 else []),
+            )
+    run(resumed, *accumulate, f"ckpt_path={resumed}/checkpoints/last.ckpt")
+    expected, actual = final_state(tmp_path / "reference"), final_state(resumed)
+    assert expected.keys() == actual.keys()
+    for key, tensor in expected.items():
+        assert torch.equal(actual[key], tensor), key
+
+
+@pytest.mark.slow
+def test_without_exact_resume_a_mid_epoch_resume_differs(
+    uninterrupted: dict[int, Path], tmp_path: Path
+) -> None:
+    """The control: the callback is what makes the resumed run exact."""
+    off = ["callbacks.exact_resume=null"]
+    crash = ["+callbacks.crash._target_=platekit.testing.CrashAfter", "+callbacks.crash.step=35"]
+    with pytest.raises(CrashError):
+        run(tmp_path, "data.num_workers=0", *off, *crash)
+    run(tmp_path, "data.num_workers=0", *off, f"ckpt_path={tmp_path}/checkpoints/last.ckpt")
+    with pytest.raises(AssertionError):
+        assert_same_run(tmp_path, uninterrupted[0])
+
+
+@pytest.mark.slow
+def test_resume_after_a_max_steps_stop_mid_epoch_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Lightning counts a max_steps stop as the end of the epoch: say so, do not stay silent."""
+    no_step_checkpoints = "callbacks.model_checkpoint.last_every_n_steps=0"
+    run(tmp_path, "+trainer.max_steps=30", no_step_checkpoints)
+    run(tmp_path, f"ckpt_path={tmp_path}/checkpoints/last.ckpt", no_step_checkpoints)
+    assert "the checkpoint stopped 10 batches into epoch 1" in caplog.text
+    assert "the rest of epoch 1 is skipped" in caplog.text

@@ -1,0 +1,321 @@
+"""Real signals on a real training subprocess: SIGTERM and Ctrl-C save and exit (0 and 130),
+repeated signals change nothing but a second Ctrl-C's immediate stop, SIGKILL loses little.
+
+Each continues with ``ckpt_path=last`` in the same run directory and ends bitwise equal to
+an uninterrupted run.
+"""
+
+import contextlib
+import csv
+import fcntl
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from support import (
+    QUICK,
+    ROOT,
+    cli_env,
+    compose_config,
+    foreign_warnings,
+    loss_logging,
+    module,
+    run_cli,
+    start_cli,
+    step_losses,
+)
+
+EVERY = 5  # periodic checkpoint cadence, in steps
+ARGS = [
+    *QUICK,
+    "callbacks.early_stopping=null",
+    f"callbacks.model_checkpoint.last_every_n_steps={EVERY}",
+]
+
+
+def start_training(cwd: Path, losses: Path, *extra: str, **popen: Any) -> subprocess.Popen:
+    """Start training in ``cwd``; stdout and stderr together, unless ``popen`` says otherwise."""
+    options = {"stderr": subprocess.STDOUT, **popen}
+    return start_cli("train", *ARGS, *loss_logging(losses), *extra, cwd=cwd, **options)
+
+
+def wait_for_steps(losses: Path, steps: int, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if losses.is_file() and len(losses.read_text().splitlines()) >= steps:
+            return
+        assert process.poll() is None, process.communicate()[0][-2000:]
+        time.sleep(0.005)
+    pytest.fail(f"training did not reach step {steps}")
+
+
+def signal_training(
+    cwd: Path, signum: int, timeout: float, *extra: str, again_after: float | None = None
+) -> tuple[Path, int, str]:
+    """Start training, send ``signum`` after step 27 (and again ``again_after`` seconds
+    later); its losses file, exit code and output.
+
+    SIGINT goes to the whole process group, DataLoader workers included, as a terminal's
+    Ctrl-C does; the run gets a session of its own so the tests' group is spared.
+    """
+    losses = cwd / "losses"
+    process = start_training(cwd, losses, *extra, start_new_session=True)
+    wait_for_steps(losses, 27, process)
+    send = os.killpg if signum == signal.SIGINT else os.kill
+    send(process.pid, signum)
+    if again_after is not None:
+        time.sleep(again_after)
+        with contextlib.suppress(ProcessLookupError):  # it may have exited already
+            send(process.pid, signum)
+    output, _ = process.communicate(timeout=timeout)
+    return losses, process.returncode, output
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("reference")
+    module("train").train(compose_config(run_dir, [*ARGS, *loss_logging(run_dir / "losses")]))
+    return run_dir
+
+
+def the_run_dir(cwd: Path) -> Path:
+    [run_dir] = (cwd / "outputs" / "train" / "runs").iterdir()
+    return run_dir
+
+
+def resume_and_compare(cwd: Path, losses: Path, reference: Path, *extra: str) -> Path:
+    result = run_cli("train", *ARGS, *loss_logging(losses), *extra, "ckpt_path=last", cwd=cwd)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    # A mid-epoch resume: Lightning's "dataloader is not resumable" and "checkpoint
+    # directory is not empty" warnings do not apply, and do not show.
+    assert foreign_warnings(result.stdout + result.stderr) == []
+    run_dir = the_run_dir(cwd)  # the resumed run wrote into the same directory
+    expected = torch.load(reference / "checkpoints" / "last.ckpt", weights_only=True)
+    actual = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    for key, tensor in expected["state_dict"].items():
+        assert torch.equal(actual["state_dict"][key], tensor), key
+    assert step_losses(losses) == step_losses(reference / "losses")
+    assert len(step_losses(losses)) == 60
+    return run_dir
+
+
+@pytest.mark.slow
+def test_sigterm_saves_a_checkpoint_exits_cleanly_and_resumes_exactly(
+    reference: Path, tmp_path: Path
+) -> None:
+    losses, returncode, output = signal_training(tmp_path, signal.SIGTERM, timeout=120)
+    assert returncode == 0, output[-2000:]
+    run_dir = the_run_dir(tmp_path)
+    stopped_at = len(losses.read_text().splitlines())
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == stopped_at  # nothing lost
+    assert "stopped by SIGTERM" in output
+    assert "weights_only" not in output
+    assert foreign_warnings(output) == []
+    assert not (run_dir / "metrics.json").exists()
+
+    resume_and_compare(tmp_path, losses, reference)
+    log = (run_dir / "train.log").read_text()
+    assert log.index("stopped by SIGTERM") < log.index("run directory:")  # one log, continued
+    assert (run_dir / "metrics.json").is_file()
+    with (run_dir / "csv" / "metrics.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    epochs_validated = [int(r["epoch"]) for r in rows if r.get("val/acc")]
+    assert epochs_validated == [0, 1, 2]  # epoch 0 from before the signal, kept
+    assert any(r.get("test/acc") for r in rows)
+
+
+@pytest.mark.slow
+def test_sigkill_loses_at_most_the_steps_since_the_last_checkpoint(
+    reference: Path, tmp_path: Path
+) -> None:
+    losses, _, _ = signal_training(tmp_path, signal.SIGKILL, timeout=60)
+    killed_at = len(losses.read_text().splitlines())
+    path = the_run_dir(tmp_path) / "checkpoints" / "last.ckpt"
+    checkpoint = module("checkpoints.io").load_checkpoint(path)
+    assert killed_at - EVERY <= checkpoint["global_step"] <= killed_at
+
+    resume_and_compare(tmp_path, losses, reference)
+
+
+# Saves a 400 MB checkpoint: long enough to be killed mid-write. argv: package, path.
+KILLED_WRITER = """
+import importlib, sys, torch
+io = importlib.import_module(sys.argv[1] + ".checkpoints.io").SafeCheckpointIO()
+io.save_checkpoint(dict(state_dict=dict(w=torch.zeros(100_000_000))), sys.argv[2])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.5, 1.0])
+def test_a_second_sigterm_changes_nothing(tmp_path: Path, delay: float) -> None:
+    losses, returncode, output = signal_training(
+        tmp_path, signal.SIGTERM, timeout=120, again_after=delay
+    )
+    assert returncode == 0, output[-2000:]
+    stopped_at = len(losses.read_text().splitlines())
+    checkpoint = torch.load(the_run_dir(tmp_path) / "checkpoints" / "last.ckpt", weights_only=True)
+    assert checkpoint["global_step"] == stopped_at
+    assert "stopped by SIGTERM" in output
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_last_ckpt_exits_130_and_resumes_exactly(
+    reference: Path, tmp_path: Path
+) -> None:
+    workers = "data.num_workers=2"  # they get the terminal's Ctrl-C too, and must ignore it
+    losses, returncode, output = signal_training(tmp_path, signal.SIGINT, 120, workers)
+    assert returncode == 130, output[-3000:]
+    run_dir = the_run_dir(tmp_path)
+    stopped_at = len(losses.read_text().splitlines())
+    last = run_dir / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == stopped_at  # not behind
+    assert f"stopped by SIGINT after step {stopped_at}; saved {last}" in output
+    assert "ckpt_path=last" in output
+    assert "Traceback" not in output
+    assert "KeyboardInterrupt" not in output
+    assert not (run_dir / "metrics.json").exists()
+
+    resume_and_compare(tmp_path, losses, reference, workers)
+    assert (run_dir / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.05, 0.3])
+def test_a_second_ctrl_c_stops_at_once_leaving_whole_files(
+    reference: Path, tmp_path: Path, delay: float
+) -> None:
+    losses, returncode, output = signal_training(
+        tmp_path, signal.SIGINT, 60, "data.num_workers=2", again_after=delay
+    )
+    assert returncode == 130, output[-3000:]
+    assert "Traceback" not in output
+    stopped_at = len(losses.read_text().splitlines())
+    run_dir = the_run_dir(tmp_path)
+    checkpoint = module("checkpoints.io").load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    assert stopped_at - EVERY <= checkpoint["global_step"] <= stopped_at
+
+    resume_and_compare(tmp_path, losses, reference)
+    assert not list(run_dir.rglob("*.tmp"))  # any left by the stop were removed at the start
+
+
+def terminal_screen(raw: bytes, width: int) -> list[str]:
+    """The lines a terminal ``width`` columns wide shows after ``raw``.
+
+    Enough of a VT100 for rich's live display: carriage return, line feed, erase line,
+    cursor up, and wrapping once a character is written past the last column. Colours and
+    other escapes are dropped.
+    """
+    rows: list[list[str]] = [[]]
+    row = col = 0
+    for token in re.finditer(r"\x1b\[([0-9;?]*)([A-Za-z])|\x1b.|.", raw.decode(), re.DOTALL):
+        args, command, char = token.group(1), token.group(2), token.group(0)
+        if command == "A":
+            row = max(row - int(args or 1), 0)
+        elif command == "K":
+            rows[row] = [] if args == "2" else rows[row][:col]
+        elif char == "\r":
+            col = 0
+        elif char == "\n":
+            row += 1
+        elif not char.startswith("\x1b"):
+            if col >= width:
+                row, col = row + 1, 0
+            rows.extend([] for _ in range(row + 1 - len(rows)))
+            line = rows[row]
+            line.extend(" " * (col + 1 - len(line)))
+            line[col] = char
+            col += 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        rows.extend([] for _ in range(row + 1 - len(rows)))
+    return ["".join(line).rstrip() for line in rows]
+
+
+def press_ctrl_c_in_a_terminal(cwd: Path, width: int) -> tuple[int, list[str]]:
+    """Train in a pseudo-terminal with the live progress bar, press Ctrl-C after step 27;
+    the exit code and what the terminal shows."""
+    losses = cwd / "losses"
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, width, 0, 0))
+    args = [a for a in ARGS if not a.startswith("callbacks.progress_bar")]  # the default bar
+    process = start_cli(
+        "train",
+        *[a for a in args if a != "callbacks.progress_bar=null"],
+        *loss_logging(losses),
+        "data.num_workers=2",
+        cwd=cwd,
+        env=cli_env(COLUMNS=str(width), TERM="xterm-256color"),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,  # then the terminal becomes its controlling terminal
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+    )
+    os.close(slave)
+    raw, pressed, deadline = b"", False, time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if select.select([master], [], [], 0.01)[0]:
+            try:
+                raw += os.read(master, 65536)
+            except OSError:  # every process holding the terminal has exited
+                break
+        elif process.poll() is not None and pressed:
+            break
+        if not pressed and losses.is_file() and len(losses.read_text().splitlines()) >= 27:
+            os.write(master, b"\x03")  # the terminal sends SIGINT to its foreground group
+            pressed = True
+    os.close(master)
+    return process.wait(timeout=60), terminal_screen(raw, width)
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_terminal_shows_each_epoch_once(tmp_path: Path) -> None:
+    returncode, screen = press_ctrl_c_in_a_terminal(tmp_path, width=100)
+    text = "\n".join(screen)
+    assert returncode == 130, text[-3000:]
+    for epoch in ("epoch 0/2", "epoch 1/2"):
+        assert sum(line.startswith(epoch) for line in screen) == 1, text[-3000:]
+    assert "stopped by SIGINT after step" in text
+    assert "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_kill_mid_write_leaves_the_previous_checkpoint_intact(tmp_path: Path) -> None:
+    path = tmp_path / "last.ckpt"
+    torch.save({"state_dict": {"w": torch.ones(3)}}, path)
+    before = path.read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, "platekit", str(path)], env=env
+    )
+    deadline = time.monotonic() + 120
+    while not any(p.name.endswith(".tmp") and p.stat().st_size > 0 for p in tmp_path.iterdir()):
+        assert process.poll() is None, "the writer ended before it was killed"
+        assert time.monotonic() < deadline, "the writer never started writing"
+        time.sleep(0.001)
+    process.kill()
+    process.wait()
+    assert path.read_bytes() == before
+    assert torch.equal(torch.load(path, weights_only=True)["state_dict"]["w"], torch.ones(3))
+
+    # The next run in the directory removes the dead writer's temporary, not a live one's.
+    [stale] = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert stale.name.startswith(f".last.ckpt.{process.pid}@")
+    live = tmp_path / f".other.ckpt.{module('runtime.files').writer_tag()}.abcdefgh.tmp"
+    live.write_bytes(b"being written")
+    result = run_cli("train", "debug=fast_dev_run", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert not stale.exists()
+    assert live.exists()
+    assert path.read_bytes() == before

@@ -1,0 +1,206 @@
+"""The task declares its metrics (no name spelled elsewhere); a regression runs end to end;
+a resume cannot silently change the run's data split, and reads its checkpoint once."""
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from support import CONFIG_DIR, PACKAGE, QUICK, ROOT, compose_config, module, read_json, run_cli
+
+train = module("train")
+UserError = module("cli.errors").UserError
+keep_run_settings = module("checkpoints.run_settings").keep_run_settings
+KIT = Path(module("models").__file__).parents[1]  # platekit's source
+SOURCES = [KIT, ROOT / "src" / PACKAGE]  # the kit's and the project's code
+DECLARATION = KIT / "models" / "tasks.py"
+# A metric name as code or config writes it: 'val/acc', "train/loss", monitor: val/rmse
+METRIC_NAME = re.compile(
+    r"""(?:["'\s:]|^)(?:train|val|test)/(?!(?:train|val|test)\b)[a-z_0-9]+""", re.MULTILINE
+)
+SHORT = [
+    *QUICK, "trainer.max_epochs=1", "+trainer.limit_train_batches=3",
+    "+trainer.limit_val_batches=1", "+trainer.limit_test_batches=1",
+]  # fmt: skip
+
+
+def test_no_metric_name_is_spelled_outside_the_task_declaration() -> None:
+    files = [path for source in SOURCES for path in source.rglob("*.py")]
+    assert DECLARATION in files and len(files) > 50
+    files += CONFIG_DIR.rglob("*.yaml")
+    found = {
+        f"{path}: {match.group().strip()}"
+        for path in files
+        if path != DECLARATION
+        for match in METRIC_NAME.finditer(path.read_text())
+    }
+    assert not found
+    classification = module("models").Classification(3)
+    assert classification.names("val") == ["val/loss", "val/acc"]  # stable for dashboards
+    assert (classification.monitor, classification.mode) == ("val/acc", "max")
+    regression = module("models").Regression()
+    assert regression.names("test") == ["test/loss", "test/mae", "test/rmse", "test/r2"]
+    assert (regression.monitor, regression.mode) == ("val/rmse", "min")
+
+
+def test_callbacks_follow_the_task_monitor(tmp_path: Path) -> None:
+    cfg = compose_config(tmp_path, QUICK)
+    trainer = module("runtime.run").build_trainer(cfg, task=module("models").Regression())
+    picked = {
+        type(c).__name__: (c.monitor, c.mode) for c in trainer.callbacks if hasattr(c, "mode")
+    }
+    assert picked == {
+        "PreemptibleCheckpoint": ("val/rmse", "min"),
+        "EarlyStopping": ("val/rmse", "min"),
+    }
+
+
+def test_moved_keys_get_a_hint_naming_the_new_key() -> None:
+    hints = module("cli.typos").nearest_names(
+        CONFIG_DIR, "train", ["model.optimizer.lr=0.1", "model.scheduler.T_max=3"]
+    )
+    assert hints[0].startswith("key 'model.optimizer.lr' has moved to 'optimizer.lr'")
+    assert hints[1].startswith("key 'model.scheduler.T_max' is gone")
+
+
+def test_a_model_config_with_an_optimizer_is_refused_naming_the_group(tmp_path: Path) -> None:
+    cfg = compose_config(tmp_path, [*SHORT, "+model.optimizer.lr=0.1"])
+    with pytest.raises(UserError, match=r"model\.optimizer has moved to the optimizer group"):
+        train.train(cfg)
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    run_dir = tmp_path_factory.mktemp("short")
+    train.train(compose_config(run_dir, SHORT))
+    last = run_dir / "checkpoints" / "last.ckpt"
+    return {"run_dir": run_dir, "last": last, "content": torch.load(last, weights_only=True)}
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "seed=1",
+            r"^seed=1 but the checkpoint '.*' was trained with seed=0: .*init_from=.* seed=1$",
+        ),
+        ("data.val_fraction=0.2", r"^data\.val_fraction=0\.2 but .* with data\.val_fraction=0\.15"),
+        ("data.batch_size=16", r"^data\.batch_size=16 but .* with data\.batch_size=64"),
+        ("data=csv", r"^data=csv but .* with data=.*DigitsDataModule"),
+    ],
+)
+def test_resume_refuses_an_explicit_change_of_the_data_split(
+    short_run: dict[str, Any], override: str, message: str, tmp_path: Path
+) -> None:
+    cfg = compose_config(tmp_path, [override])
+    with pytest.raises(UserError, match=message):
+        keep_run_settings(cfg, short_run["content"], [override], str(short_run["last"]))
+
+
+def test_resume_takes_a_differently_defaulted_setting_from_the_checkpoint(
+    short_run: dict[str, Any], tmp_path: Path
+) -> None:
+    # as if the YAML defaults had changed since the run started: not typed, so not a change
+    cfg = compose_config(tmp_path, ["seed=5", "data.val_fraction=0.3", "data.num_workers=2"])
+    keep_run_settings(cfg, short_run["content"], [], str(short_run["last"]))
+    assert (cfg.seed, cfg.data.seed, cfg.data.val_fraction) == (0, 0, 0.15)
+    assert cfg.data.num_workers == 2  # how batches are loaded may change
+
+
+@pytest.mark.slow
+def test_resume_reads_the_checkpoint_once(
+    short_run: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    train.train(compose_config(run_dir, SHORT))
+    last = (run_dir / "checkpoints" / "last.ckpt").resolve()
+    reads: list[Path] = []
+    load = torch.load
+
+    def counting_load(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(path, str | Path):
+            reads.append(Path(path).resolve())
+        return load(path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counting_load)
+    resumed = [*SHORT, "trainer.max_epochs=2", f"ckpt_path={last}"]
+    assert train.train(compose_config(run_dir, resumed), overrides=resumed)["epochs"] == 2
+    assert reads.count(last) == 1
+
+
+def digest(run_dir: Path) -> dict[str, str]:
+    """Every file of the run and its hash; Hydra's own .hydra/ notes of the last command and
+    the run lock (it names the pid of whoever last held it) aside."""
+    return {
+        str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file()
+        and ".hydra" not in p.relative_to(run_dir).parts
+        and p.name not in ("train.log", ".run.lock")
+    }
+
+
+@pytest.mark.slow
+def test_cli_resume_with_a_changed_seed_or_fraction_exits_1_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    first = run_cli("train", *SHORT, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()
+    before, log = digest(run_dir), (run_dir / "train.log").read_text()
+    for override, old in (("seed=1", "seed=0"), ("data.test_fraction=0.3", "test_fraction=0.15")):
+        result = run_cli("train", *SHORT, "ckpt_path=last", override, cwd=tmp_path)
+        assert result.returncode == 1
+        output = result.stdout + result.stderr
+        errors = [line for line in output.splitlines() if "error:" in line]
+        assert len(errors) == 1, output
+        assert override in errors[0]
+        assert old in errors[0]
+        assert "init_from=" in errors[0]
+        assert digest(run_dir) == before
+        # Hydra's log file only gains the refused command's lines (Hydra opens it first)
+        assert (run_dir / "train.log").read_text().startswith(log)
+
+
+@pytest.mark.slow
+def test_regression_trains_evaluates_exports_and_predicts_values(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    overrides = [*QUICK, "data=diabetes", "model=mlp", "trainer.max_epochs=2"]
+    overrides.append(f"paths.data_dir={tmp_path / 'data'}")
+    metrics = train.train(compose_config(run_dir, overrides))
+    assert set(metrics["test"]) == {"test/loss", "test/mae", "test/rmse", "test/r2"}
+    assert (metrics["monitor"], metrics["mode"]) == ("val/rmse", "min")
+    assert metrics["test"]["test/rmse"] < 120  # the targets' spread is about 77
+    assert read_json(run_dir / "metrics.json")["best"]["val/rmse"] > 0
+    plots = {p.name for p in (run_dir / "plots").glob("*.png")}
+    assert plots == {"loss.png", "error.png", "r2.png", "learning_rate.png"}
+
+    best = metrics["best_checkpoint"]
+    table = tmp_path / "data" / "diabetes.csv"
+    # The example table was written outside the project: eval and export read it only when
+    # its paths are named again.
+    named = [f"+data.path={table}", f"+data.data_dir={tmp_path / 'data'}"]
+    evaluated = module("eval").evaluate(
+        compose_config(tmp_path / "eval", [f"ckpt_path={best}", *named], config_name="eval")
+    )
+    assert evaluated["test"]["test/rmse"] == pytest.approx(metrics["test"]["test/rmse"], rel=1e-5)
+
+    export_dir = tmp_path / "export"
+    report = module("export").export(
+        compose_config(export_dir, [f"ckpt_path={best}", "repeats=2", *named], "export")
+    )
+    assert [o["name"] for o in report["outputs"]] == ["values"]
+    assert all(row["max_abs_diff"] < 1e-3 for row in report["parity"])
+
+    rows = module("predict").predict(
+        compose_config(
+            tmp_path / "predict",
+            [f"model_path={export_dir / 'model.onnx'}", f"inputs={table}"],
+            config_name="predict",
+        )
+    )
+    assert len(rows) == 442
+    assert set(rows[0]) == {"input", "value"}
+    assert 25 < sum(r["value"] for r in rows) / len(rows) < 346  # within the targets' range
