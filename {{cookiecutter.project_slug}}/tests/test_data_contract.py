@@ -79,6 +79,9 @@ def contract(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         )
     data_args = [f"data={name}", *(f"data.{k}={v}" for k, v in settings.items())]
     data_args.append(f"paths.data_dir={root / 'data'}")  # where a module writes its own files
+    # The fixture's files lie under root: the commands that reopen its checkpoints may read
+    # them as stored only there (a checkpoint's paths elsewhere must be named again).
+    data_args.append(f"paths.root_dir={root}")
     shape = built_datamodule({"root": root, "data_args": data_args}).info.input_shape
     data_args.append("model=cnn" if len(shape) == 3 else "model=mlp")  # a net for the data
     run_dir = root / "uninterrupted"
@@ -159,7 +162,8 @@ def test_resume_mid_epoch_is_bitwise_equal(contract: dict, tmp_path: Path) -> No
 def exported(contract: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp(f"export_{contract['name']}")
     checkpoint = contract["metrics"]["best_checkpoint"]
-    cfg = compose_config(out, [f"ckpt_path={checkpoint}", "repeats=2"], config_name="export")
+    overrides = [f"ckpt_path={checkpoint}", "repeats=2", f"paths.root_dir={contract['root']}"]
+    cfg = compose_config(out, overrides, config_name="export")
     report = export.export(cfg)
     return {"report": report, "model": out / "model.onnx", "ckpt": checkpoint}
 
@@ -295,7 +299,9 @@ def test_plain_datamodule_trains_evaluates_and_exports_with_one_warning(
     with pytest.raises(module("cli.errors").UserError, match="not a class defined under"):
         evaluate(refused)  # the module lives outside the package: named explicitly below
     allowed = [f"ckpt_path={checkpoint}", TRUST_PLAIN]
-    scores = evaluate(compose_config(tmp_path / "eval2", allowed, config_name="eval"))
+    # The same precision as the training run, whatever auto picks on this CPU.
+    same_precision = [*allowed, "trainer.precision=32-true"]
+    scores = evaluate(compose_config(tmp_path / "eval2", same_precision, config_name="eval"))
     assert scores["test"] == pytest.approx(metrics["test"], abs=1e-6)
     report = export.export(
         compose_config(tmp_path / "export", [*allowed, "repeats=1"], config_name="export")

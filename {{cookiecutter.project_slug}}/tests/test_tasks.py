@@ -177,13 +177,21 @@ def test_regression_trains_evaluates_exports_and_predicts_values(tmp_path: Path)
 
     best = metrics["best_checkpoint"]
     evaluated = module("eval").evaluate(
-        compose_config(tmp_path / "eval", [f"ckpt_path={best}"], config_name="eval")
+        compose_config(
+            tmp_path / "eval",
+            [f"ckpt_path={best}", f"paths.root_dir={tmp_path}"],  # where its table was written
+            config_name="eval",
+        )
     )
     assert evaluated["test"]["test/rmse"] == pytest.approx(metrics["test"]["test/rmse"], rel=1e-5)
 
     export_dir = tmp_path / "export"
     report = module("export").export(
-        compose_config(export_dir, [f"ckpt_path={best}", "repeats=2"], config_name="export")
+        compose_config(
+            export_dir,
+            [f"ckpt_path={best}", "repeats=2", f"paths.root_dir={tmp_path}"],
+            config_name="export",
+        )
     )
     assert [o["name"] for o in report["outputs"]] == ["values"]
     assert all(row["max_abs_diff"] < 1e-3 for row in report["parity"])
