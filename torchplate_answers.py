@@ -45,8 +45,12 @@ TEXT_KEYS = (
     "project_name", "project_slug", "package_name", "description", "author_name", "author_email",
 )  # fmt: skip
 # Characters no answer may hold: controls (newline, NUL, escape, DEL...), line and
-# paragraph separators, and lone surrogates (undecodable bytes on the command line).
-_BANNED_CATEGORIES = {"Cc", "Cs", "Zl", "Zp"}
+# paragraph separators, lone surrogates (undecodable bytes on the command line), and
+# invisible format characters (U+202E right-to-left override turns a README title around,
+# zero-width spaces hide in names).
+_CONTROL_CATEGORIES = {"Cc", "Cs", "Zl", "Zp"}
+_FORMAT_CATEGORIES = {"Cf"}
+_BANNED_CATEGORIES = _CONTROL_CATEGORIES | _FORMAT_CATEGORIES
 # The description is the one multi-line answer.
 _ALLOWED_IN_DESCRIPTION = {"\n", "\t"}
 
@@ -197,9 +201,12 @@ def suggest_email(email: str) -> str:
 
 def text_rule(value: str, allowed: frozenset[str] = frozenset()) -> str | None:
     bad = sorted({c for c in value if _banned(c) and c not in allowed})
-    if bad:
+    controls = [c for c in bad if unicodedata.category(c) in _CONTROL_CATEGORIES]
+    if controls:
+        return f"holds control characters ({', '.join(_escape(c) for c in controls)})"
+    if bad:  # format characters only
         listed = ", ".join(_escape(c) for c in bad)
-        return f"holds control characters ({listed})"
+        return f"holds invisible format characters ({listed}), which reorder or hide text"
     return None
 
 

@@ -46,6 +46,11 @@ def error_lines(result: subprocess.CompletedProcess) -> list[str]:
         ("author_email=you@example.com\n", "ERROR: author_email 'you@example.com\\n' holds"),
         ("author_name=Ann\x01", "ERROR: author_name 'Ann\\u0001' holds control characters"),
         ("description=one\rtwo", "ERROR: description 'one\\rtwo' holds control characters"),
+        (
+            "project_name=Invoice\u202egpj.exe",
+            "ERROR: project_name 'Invoice\\u202egpj.exe' holds invisible format characters",
+        ),
+        ("author_name=Ann\u200bLee", "ERROR: author_name 'Ann\\u200bLee' holds invisible format"),
     ],
 )
 def test_bad_answer_is_rejected_cleanly(tmp_path: Path, answer: str, line: str) -> None:
