@@ -56,7 +56,7 @@ import_module(PACKAGE)  # sets the current platekit project
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
-from support import QUICK, compose_config, module
+from support import QUICK, compose_config, module  # noqa: E402  (after the project is set)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from importlib import import_module
 from pathlib import Path
 from types import ModuleType
 
+from platekit import current
 from platekit.testing import (  # noqa: F401  (re-exported for the tests)
     QUICK,
     StepLosses,
@@ -27,8 +28,6 @@ from platekit.testing import (  # noqa: F401  (re-exported for the tests)
 from platekit.testing import cli_env as project_env
 from platekit.testing import run_cli as run_project_cli
 from platekit.testing import start_cli as start_project_cli
-
-from platekit import current
 
 ROOT = current().root  # the baked project's folder
 CONFIG_DIR = current().config_dir

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from support import compose_config, module, read_json
 
 bench = module("bench")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support import compose_config, module
 
 UserError = module("cli.errors").UserError

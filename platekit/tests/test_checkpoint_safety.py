@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+
 from support import PACKAGE, compose_config, module, project_module, run_cli
 
 UserError = module("cli.errors").UserError

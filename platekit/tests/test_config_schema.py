@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 from omegaconf import OmegaConf
+
 from support import CONFIG_DIR, module, run_cli
 
 schema = module("runtime.schema")

@@ -1,10 +1,12 @@
-"""The data contract's base, on the project's digits: shapes, fixed splits, train-only statistics, replayable order."""
+"""The data contract's base, on the project's digits: shapes, fixed splits, train-only
+statistics, replayable order."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+
 from support import module, project_module, write_image_folder
 
 data = module("data")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from platekit.testing import DataContract, finish, launch_train, probe
+
 from support import CONFIG_DIR, QUICK, cli_env, compose_config, module
 
 train = module("train")

@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 import torch
+from torch.nn import functional
+from torchmetrics.classification import MulticlassAccuracy
+
+from platekit import testing
 from platekit.testing import finish, free_port, kill_tree, probe
+
 from support import (
     PACKAGE,
     cli_env,
@@ -23,10 +28,6 @@ from support import (
     project_module,
     read_json,
 )
-from torch.nn import functional
-from torchmetrics.classification import MulticlassAccuracy
-
-from platekit import testing
 
 pytestmark = pytest.mark.slow
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from rich.console import Console
+
 from support import module, run_cli
 
 doctor = module("doctor")

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from support import compose_config, module, read_json, run_cli
 
 export = module("export")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from support import (
     QUICK,
     ROOT,
@@ -298,7 +299,7 @@ def load_as_unprivileged(path: Path) -> str:
             checkpoints.load_checkpoint(path)
         except UserError as error:
             message = str(error)
-        except BaseException as error:  # noqa: BLE001  (the child reports any failure)
+        except BaseException as error:
             message = f"unexpected {error!r}"
         finally:
             os.write(write_end, message.encode())

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from support import foreign_warnings, module, read_json, run_cli
 
 FIELDS = module("cli.header").FIELDS

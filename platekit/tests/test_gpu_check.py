@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from support import ROOT, read_json
 
 SCRIPT = ROOT / "scripts" / "gpu_check.py"

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import compose_config, module
 from torch.utils.data import DataLoader, Dataset
+
+from support import compose_config, module
 
 UserError = module("cli.errors").UserError
 explain_failures = module("cli.hints").explain_failures

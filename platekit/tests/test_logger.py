@@ -4,6 +4,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
 from support import CONFIG_DIR, compose_config, module
 
 # What each logger leaves behind, as a glob under the run directory or the outputs folder.

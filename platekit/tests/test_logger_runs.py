@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf
+
 from support import CONFIG_DIR, PACKAGE, cli_env, module, run_cli
 
 TRACKERS = sorted(

@@ -2,9 +2,10 @@
 
 import pytest
 import torch
-from support import module
-from torch.nn import functional as F
+from torch.nn import functional as F  # noqa: N812  (torch's own convention)
 from torchmetrics.classification import MulticlassAccuracy
+
+from support import module
 
 EpochStats = module("models.epoch_stats").EpochStats
 

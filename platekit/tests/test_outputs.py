@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 import torch
 from matplotlib.image import imread
+
 from support import QUICK, compose_config, module, read_json
 
 summary = module("reporting.summary")

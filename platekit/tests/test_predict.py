@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+
 from support import CONFIG_DIR, PACKAGE, ROOT, compose_config, module, project_module
 
 predict = module("predict")

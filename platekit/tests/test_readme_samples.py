@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from support import ROOT, run_cli
 
 SUMMARY_ROW = re.compile(r"^│ (\S.*?) +│")

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from platekit.testing import CrashError, final_state
+
 from support import QUICK, compose_config, loss_logging, module, step_losses
 
 train = module("train")

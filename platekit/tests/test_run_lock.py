@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+
 from support import QUICK, cli_env, module, run_cli, start_cli
 
 # Holds the lock of argv[2] (as rank RANK, if set) until its stdin closes. argv: package, dir.

@@ -9,6 +9,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 from lightning import Callback, LightningModule, Trainer
+
 from support import CONFIG_DIR, QUICK, compose_config, module, project_module
 
 train = module("train")

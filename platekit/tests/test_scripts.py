@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from support import ROOT
 
 SCRIPTS = sorted((ROOT / "scripts").glob("*.sh")) + sorted((ROOT / "scripts").glob("*.sbatch"))

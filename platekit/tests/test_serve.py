@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+
 from support import CONFIG_DIR, PACKAGE, ROOT, compose_config, module, project_module
 
 if not (CONFIG_DIR / "serve.yaml").is_file():
@@ -391,7 +392,7 @@ def test_load_500_requests_from_8_threads_without_an_error(
                     latencies.append(elapsed)
                     if response.status != 200 or len(answer["predictions"]) != 1:
                         errors.append(f"{response.status}: {answer}")
-        except Exception as error:  # noqa: BLE001  a dropped connection is an error of the test's count
+        except Exception as error:
             with lock:
                 errors.append(repr(error))
         finally:

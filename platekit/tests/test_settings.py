@@ -15,6 +15,7 @@ import pytest
 from cookiecutter.main import cookiecutter
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
+
 from platekit.cli import hints, precheck, typos
 from platekit.data.base import BaseDataModule
 from platekit.data.image_folder import ImageFolderDataModule

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from support import (
     QUICK,
     ROOT,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from support import (
     CONFIG_DIR,
     QUICK,

@@ -16,6 +16,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
+
 from support import (
     CONFIG_DIR,
     PACKAGE,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from support import QUICK, ROOT, run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from support import QUICK, compose_config, module, run_cli
 
 train = module("train")

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 from lightning import LightningModule
+
 from support import QUICK, compose_config, module, read_json
 
 precision = module("runtime.precision")

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from support import CONFIG_DIR, module, run_cli
 
 typos = module("cli.typos")

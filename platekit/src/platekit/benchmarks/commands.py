@@ -7,7 +7,6 @@ eval and export within ``import lightning`` + 1 s, the floor any command that lo
 Lightning checkpoint pays.
 """
 
-import os
 import subprocess
 import sys
 import tempfile

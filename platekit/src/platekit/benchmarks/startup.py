@@ -50,8 +50,14 @@ def _first_step_process(overrides: list[str], output_dir: Path, clock: str) -> d
     """Seconds each stage took in one fresh process (imports include interpreter start)."""
     launched = time.time()
     result = subprocess.run(
-        [sys.executable, "-m", __name__, current().package, f"paths.output_dir={output_dir}"]
-        + overrides,
+        [
+            sys.executable,
+            "-m",
+            __name__,
+            current().package,
+            f"paths.output_dir={output_dir}",
+            *overrides,
+        ],
         env=_child_env(),
         capture_output=True,
         text=True,

@@ -33,9 +33,9 @@ from lightning import LightningDataModule, LightningModule
 
 from ..cli.errors import UserError, first_line
 from ..data.info import DataInfo
+from ..project import current
 from .card import DATA_KEY, MODEL_KEY
 from .io import load_checkpoint, load_weights
-from ..project import current
 from .registry import Registry, active
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ import numpy as np
 from omegaconf import DictConfig, ListConfig
 
 from ..cli.errors import UserError
-from ..data.info import DataInfo
 from ..data.images import MAX_PIXELS
+from ..data.info import DataInfo
 from ..data.inputs import read_inputs
 from ..models.onnx_runner import OnnxRunner, Runner
 from ..runtime.config import save_config

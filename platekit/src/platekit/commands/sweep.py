@@ -17,8 +17,8 @@ import logging
 import os
 import signal
 import subprocess
-import time
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -34,9 +34,9 @@ from optuna.storages import BaseStorage
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..cli.entry import DEBUG_ENV
-from ..project import current
 from ..cli.errors import UserError
 from ..cli.hints import first_line
+from ..project import current
 from ..sweeps.config import (
     SweepSettings,
     check_keys,
@@ -175,7 +175,7 @@ def run_workers(overrides: list[str], count: int) -> list[int]:
         subprocess.Popen(
             [*command, f"++sweep.worker={index}"],
             env=worker_env(index, count, gpus),
-            preexec_fn=die_with_parent,  # noqa: PLW1509  (no threads run yet in this process)
+            preexec_fn=die_with_parent,
         )
         for index in range(count)
     ]

@@ -1,6 +1,5 @@
 """Where the Hydra configs live, and how config nodes become objects."""
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any

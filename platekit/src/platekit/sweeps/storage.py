@@ -17,7 +17,6 @@ from pathlib import Path
 import optuna
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
-
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..cli.errors import UserError, first_line
@@ -106,7 +105,7 @@ def _database(url: str, create: bool) -> RDBStorage:
         {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if url.startswith("sqlite") else {}
     )
     check_sqlite_file(url)
-    last: Exception | None = None
+    last: Exception = RuntimeError("no attempt")
     for _ in range(CREATE_ATTEMPTS):
         try:
             # Workers skip table creation: two processes creating the schema at once race,
@@ -121,6 +120,6 @@ def _database(url: str, create: bool) -> RDBStorage:
             last = error
             time.sleep(random.uniform(0.05, 0.3))
     raise UserError(
-        f"sweep.storage: cannot open {describe(url, Path())} ({first_line(last or '')}); "
+        f"sweep.storage: cannot open {describe(url, Path())} ({first_line(last)}); "
         "check that it is a database this user may write"
     )

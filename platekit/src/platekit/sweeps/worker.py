@@ -12,7 +12,6 @@ the study's storage only:
 - a worker with no budget left waits while trials run elsewhere, in case one is lost.
 """
 
-from importlib import import_module
 import gc
 import logging
 import os
@@ -22,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,8 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ..cli.errors import UserError
 from ..cli.hints import first_line
-from ..reporting.summary import objective
 from ..project import current
+from ..reporting.summary import objective
 from .config import SweepSettings, compose_train
 from .logs import trial_log
 from .pruning import PruneBadTrials
