@@ -121,7 +121,12 @@ def check_npy_header(path: Path) -> None:
     try:
         with path.open("rb") as handle:
             version = np.lib.format.read_magic(handle)
-            shape, _, dtype = np.lib.format._read_array_header(handle, version)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(handle)
             start = handle.tell()
     except (ValueError, OSError, EOFError, SyntaxError) as error:
         raise UserError(
