@@ -126,7 +126,7 @@ def test_npz_with_several_arrays_needs_a_key(
             np.zeros((3, 1, 8, 8), np.int64),
             r"has dtype int64; expected floats of shape \(N, 1, 8, 8\)",
         ),
-        ("model", np.full((3, 1, 8, 8), np.nan, np.float32), r"row 0 holds NaN or Inf"),
+        ("model", np.full((3, 1, 8, 8), np.nan, np.float32), r"row 0 holds NaN, Inf"),
     ],
     ids=["no-channel-ckpt", "no-channel-onnx", "flat", "integers", "nan"],
 )

@@ -183,7 +183,8 @@ def test_the_server_answers_without_torch_or_lightning(
         assert card["class_names"] == [str(digit) for digit in range(10)]
         assert card["target_kind"] == "class"
         assert card["opset"] >= 18
-        assert card["source_checkpoint"] == str(Path(exported["ckpt"]).resolve())
+        assert card["source_checkpoint"] == Path(exported["ckpt"]).name  # a name, not a path
+        assert card["model"] == "model.onnx"
         assert card["max_body_bytes"] == LIMIT
 
         status, answer = server.request(

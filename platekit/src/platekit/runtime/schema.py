@@ -140,6 +140,13 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("batch_sizes", list_of(integer(1, example=1), example="[1,7,64]")),
     ("tolerance", number(above=0.0, example=1e-4)),
     ("repeats", integer(1, example=50)),
+    # predict and serve
+    ("max_image_pixels", integer(1, example=16777216)),
+    ("host", text("127.0.0.1")),
+    ("port", integer(0, 65535, example=8000)),
+    ("max_body_bytes", integer(1, example=8388608)),
+    ("max_connections", integer(1, example=64)),
+    ("access_log", flag()),
     ("bench.steps", integer(1, example=200)),
     ("bench.warmup", integer(0, example=10)),
     ("bench.repeats", integer(1, example=5)),
