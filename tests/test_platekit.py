@@ -25,3 +25,18 @@ def test_platekit_test_suite_passes() -> None:
     )  # fmt: skip
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     assert " passed" in result.stdout
+
+
+def test_platekit_is_lint_clean_and_typed() -> None:
+    """platekit's own ruff rules (the bake's) and mypy settings (strict, no module exempt)."""
+    kit = TEMPLATE / "platekit"
+    for command in (
+        ["ruff", "check", "--no-cache", "src", "tests"],
+        ["ruff", "format", "--no-cache", "--check", "src", "tests"],
+        ["mypy", "--cache-dir", "/dev/null", "src"],
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", *command], cwd=kit, capture_output=True, text=True,
+            timeout=900, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]

@@ -81,7 +81,7 @@ def fixture_settings(name: str, directory: Path) -> dict[str, Any] | None:
 
     data = compose_config(directory, [f"data={name}"]).data
     kind = {"target_kind": "value"} if data.get("target_kind") == "value" else {}
-    settings = get_class(data._target_).make_fixture(directory, **kind)
+    settings = get_class(data._target_).make_fixture(directory, **kind)  # type: ignore[attr-defined]
     if settings is None:
         return None
     if "data_dir" in data:  # where a module writes files of its own
@@ -133,7 +133,7 @@ def cli_env(**extra: str) -> dict[str, str]:
     }
 
 
-def start_cli(entry: str, *overrides: str, cwd: Path, **popen: Any) -> subprocess.Popen:
+def start_cli(entry: str, *overrides: str, cwd: Path, **popen: Any) -> subprocess.Popen[str]:
     """Start ``python -m <package>.<entry> overrides...`` from ``cwd``; output as text pipes."""
     options: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
     return subprocess.Popen(
@@ -151,7 +151,7 @@ def run_cli(
     cwd: Path,
     timeout: float = 300,
     env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m <package>.<entry> overrides...`` in a subprocess from ``cwd``."""
     return subprocess.run(
         [sys.executable, "-m", f"{project().package}.{entry}", *overrides],
@@ -170,7 +170,7 @@ LAUNCHER_VARIABLES = ("SLURM_", "TORCHELASTIC_", "RANK", "LOCAL_RANK", "WORLD_SI
 
 def launch(
     command: list[str], log: Path, env: dict[str, str] | None = None, **variables: str
-) -> subprocess.Popen:
+) -> subprocess.Popen[bytes]:
     """Start ``command`` in the project's folder, output to ``log``, in ``env`` (by default
     :func:`cli_env`) without launcher variables but those in ``variables``."""
     base = env or cli_env()
@@ -184,13 +184,13 @@ def launch(
 
 def launch_train(
     log: Path, *overrides: str, env: dict[str, str] | None = None, **variables: str
-) -> subprocess.Popen:
+) -> subprocess.Popen[bytes]:
     """``python -m <package>.train overrides...``; Lightning starts other ranks itself."""
     command = [sys.executable, "-m", f"{project().package}.train", *overrides]
     return launch(command, log, env, **variables)
 
 
-def finish(processes: list[subprocess.Popen], logs: list[Path], timeout: float = 300) -> None:
+def finish(processes: list[subprocess.Popen[Any]], logs: list[Path], timeout: float = 300) -> None:
     """Wait for each process; kill its tree on timeout; each must exit 0 (else its log)."""
     for process, log in zip(processes, logs, strict=True):
         try:
@@ -469,7 +469,7 @@ class DataContract:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def contract(cls, data_config: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    def contract(cls, data_config: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         """The data config on its module's fixture data, with a net that takes its inputs."""
         root = tmp_path_factory.mktemp(f"contract_{data_config}")
         data_args = data_fixture(data_config, root)
@@ -485,7 +485,7 @@ class DataContract:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def trained(cls, contract: dict) -> dict:
+    def trained(cls, contract: dict[str, Any]) -> dict[str, Any]:
         """One uninterrupted run of the data config: its directory and metrics."""
         run_dir = contract["root"] / "uninterrupted"
         overrides = [*cls.BASE, *contract["data_args"], *cls.recording(run_dir)]
@@ -494,7 +494,7 @@ class DataContract:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def exported(cls, contract: dict, trained: dict) -> dict:
+    def exported(cls, contract: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
         checkpoint = trained["metrics"]["best_checkpoint"]
         out = contract["root"] / "export"
         given = [f"ckpt_path={checkpoint}", "repeats=2", *named_again(contract["data_args"])]
@@ -507,12 +507,12 @@ class DataContract:
         return [*loss_logging(run_dir / "losses.txt"), *batch_recording(run_dir / "batches")]
 
     @staticmethod
-    def datamodule(contract: dict) -> Any:
+    def datamodule(contract: dict[str, Any]) -> Any:
         return build_datamodule(contract["root"], contract["data_args"])
 
     # ---- quick ----
 
-    def test_sets_up_with_consistent_metadata(self, contract: dict) -> None:
+    def test_sets_up_with_consistent_metadata(self, contract: dict[str, Any]) -> None:
         import torch
 
         datamodule = self.datamodule(contract)
@@ -536,7 +536,7 @@ class DataContract:
         assert tuple(inputs.shape[1:]) == tuple(info.input_shape)
         assert len(inputs) == len(batch_targets) == datamodule.hparams.batch_size
 
-    def test_same_seed_gives_the_same_split_and_statistics(self, contract: dict) -> None:
+    def test_same_seed_gives_the_same_split_and_statistics(self, contract: dict[str, Any]) -> None:
         import torch
 
         first, second = self.datamodule(contract), self.datamodule(contract)
@@ -548,7 +548,9 @@ class DataContract:
     # ---- slow ----
 
     @pytest.mark.slow
-    def test_trains_with_metadata_in_the_checkpoint(self, contract: dict, trained: dict) -> None:
+    def test_trains_with_metadata_in_the_checkpoint(
+        self, contract: dict[str, Any], trained: dict[str, Any]
+    ) -> None:
         import numpy as np
         import torch
 
@@ -564,7 +566,7 @@ class DataContract:
 
     @pytest.mark.slow
     def test_resume_mid_epoch_is_bitwise_equal(
-        self, contract: dict, trained: dict, tmp_path: Path
+        self, contract: dict[str, Any], trained: dict[str, Any], tmp_path: Path
     ) -> None:
         import torch
 
@@ -596,7 +598,9 @@ class DataContract:
             assert torch.equal(final[key], tensor), key
 
     @pytest.mark.slow
-    def test_export_passes_parity_and_names_the_input(self, contract: dict, exported: dict) -> None:
+    def test_export_passes_parity_and_names_the_input(
+        self, contract: dict[str, Any], exported: dict[str, Any]
+    ) -> None:
         import torch
 
         report = exported["report"]
@@ -611,7 +615,7 @@ class DataContract:
 
     @pytest.mark.slow
     def test_predict_from_raw_files_agrees_across_backends(
-        self, contract: dict, exported: dict, tmp_path: Path
+        self, contract: dict[str, Any], exported: dict[str, Any], tmp_path: Path
     ) -> None:
         import numpy as np
         import torch
@@ -625,8 +629,11 @@ class DataContract:
                 rows[backend] = predict(compose_config(tmp_path / backend, overrides, "predict"))
             if datamodule.info.target_kind == "value":  # a regression predicts values
                 assert all(set(r) == {"input", "value"} for r in rows["model"]), path
-                values = [[r["value"] for r in rows[b]] for b in ("ckpt", "model")]
-                np.testing.assert_allclose(*values, atol=1e-3)
+                np.testing.assert_allclose(
+                    np.array([r["value"] for r in rows["ckpt"]]),
+                    np.array([r["value"] for r in rows["model"]]),
+                    atol=1e-3,
+                )
                 continue
             assert [r["class"] for r in rows["ckpt"]] == [r["class"] for r in rows["model"]]
             np.testing.assert_allclose(
@@ -641,7 +648,7 @@ class DataContract:
 
     @pytest.mark.slow
     def test_two_ranks_train_on_disjoint_shards_covering_the_split(
-        self, contract: dict, tmp_path: Path
+        self, contract: dict[str, Any], tmp_path: Path
     ) -> None:
         import torch
 
@@ -662,7 +669,7 @@ class DataContract:
 
         size = len(datamodule.parts["train"])
         shards = [
-            set(torch.cat(list(sampler)).tolist())
+            set(torch.cat([batch for batch in sampler if isinstance(batch, torch.Tensor)]).tolist())
             for sampler in (
                 EpochBatchSampler(size, 8, shuffle=True, seed=0, rank=r, world_size=self.WORLD)
                 for r in range(self.WORLD)
@@ -713,4 +720,4 @@ def expected_shard(datamodule: Any, rank: int, epoch: int, world: int) -> Any:
     )
     sampler.set_epoch(epoch)
     samples = SplitSamples(datamodule, "train", train=True)
-    return torch.cat([samples[(epoch, index)][0] for index in sampler])
+    return torch.cat([samples[(epoch, index)][0] for index in sampler])  # type: ignore[index]
