@@ -325,3 +325,19 @@ def test_refused_resume_inside_the_task_keeps_the_finished_run(
     assert result.returncode == 1
     assert "error: ckpt_path and init_from are both set" in result.stdout
     assert {name: (run_dir / name).read_bytes() for name in kept} == kept
+
+
+def test_a_trainer_key_typo_is_one_line_with_the_nearest_name() -> None:
+    assert problems(["++trainer.max_epoch=1"]) == [
+        "trainer.max_epoch is not a setting of lightning.Trainer (nearest: max_epochs, "
+        "min_epochs, max_steps); fix the key"
+    ]
+
+
+def test_the_written_out_trainer_keys_are_the_pinned_lightnings() -> None:
+    import inspect
+
+    from lightning import Trainer
+
+    parameters = set(inspect.signature(Trainer.__init__).parameters) - {"self"}
+    assert parameters | {"_target_"} == set(schema.TRAINER_KEYS)

@@ -289,13 +289,13 @@ def chunks(size: int, piece: int = 16_384) -> Iterator[bytes]:
         (json.dumps([[[[float("nan")] * 8] * 8]]).encode(), "application/json", 400, "NaN"),
         (b"\xff\xfe", "application/json", 400, "the JSON body is not valid JSON"),
         (b"", "application/json", 400, "the request body is empty"),
-        (b"not a picture", "image/png", 400, "the image body is not a readable image"),
+        (b"not a picture", "image/png", 400, "'image body' is not a readable image"),
         (b"a,b\n1,2\n", "text/csv", 400, "input 'CSV body' is a table, but the model was not"),
         (b"[[1]]", "text/plain", 415, "Content-Type 'text/plain' is not accepted"),
         (b"[[1]]", None, 415, "Content-Type '(none)' is not accepted"),
         (b"[" + b" " * LIMIT + b"]", "application/json", 413, f"over the server's {LIMIT}-byte"),
         ("chunked", "application/json", 413, f"over the server's {LIMIT}-byte limit"),
-        ("huge png", "image/png", 413, "has 25000000 pixels, over the server's 16777216"),
+        ("huge png", "image/png", 413, "has 25000000 pixels, over the limit of 16777216"),
     ],
 )
 def test_bad_requests_get_a_4xx_and_one_line(

@@ -77,9 +77,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     before = os.environ.get("CONFIG_DIR")
     os.environ["CONFIG_DIR"] = str(root / "configs")
     sys.path.insert(0, str(root / "src"))
+    suite_project = platekit_current()  # importing the probe makes it current: put back
     try:
         importlib.import_module(f"{PACKAGE}.train")  # registers the run_dir resolver too
     finally:
+        use(suite_project)
         if before is None:
             os.environ.pop("CONFIG_DIR")
         else:

@@ -15,7 +15,6 @@ precision = module("runtime.precision")
 run = module("runtime.run")
 UserError = module("cli.errors").UserError
 TaskModule = module("models").TaskModule
-STEP_HOOKS = module("callbacks.step_hooks").STEP_HOOKS
 DIGITS_TASK = module("models").Classification(num_classes=10)
 
 # One plain-SGD step of a dropout-free MLP in fp32: updates follow the gradient exactly.
@@ -154,23 +153,6 @@ def test_compile_trains_and_its_checkpoint_loads_uncompiled(tmp_path: Path) -> N
     ]
     evaluated = module("eval").evaluate(compose_config(tmp_path / "eval", overrides, "eval"))
     assert evaluated["test"]["test/acc"] == pytest.approx(metrics["test"]["test/acc"], abs=1e-6)
-
-
-def test_callbacks_are_called_only_on_the_step_hooks_they_implement(tmp_path: Path) -> None:
-    cfg = compose_config(tmp_path, QUICK)
-    trainer = run.build_trainer(cfg, task=DIGITS_TASK, enable_progress_bar=False)
-    called = {
-        type(callback).__name__: [hook for hook in STEP_HOOKS if callable(getattr(callback, hook))]
-        for callback in trainer.callbacks
-    }
-    assert called == {
-        "PreemptibleCheckpoint": ["on_train_batch_end"],
-        "ExactResume": ["on_train_batch_end"],
-        "FiniteLoss": ["on_before_backward"],
-        "EarlyStopping": [],
-        "LearningRateMonitor": ["on_train_batch_start"],
-        "LoggerRuns": [],  # saves logger run ids in checkpoints: no per-step hook
-    }
 
 
 def test_negative_step_checkpoint_interval_is_refused(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def load_image(
             f"'{name}' is too large to decode ({first_line(error)}); pass a smaller image"
         ) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
-        reason = OBJECT_REPR.sub("the file", first_line(error))
+        reason = " ".join(OBJECT_REPR.sub("", first_line(error)).split())  # no object reprs
         raise UserError(f"'{name}' is not a readable image ({reason})") from None
     if not np.isfinite(pixels).all():
         raise UserError(f"'{name}' holds NaN or infinite pixel values; pass a clean image")

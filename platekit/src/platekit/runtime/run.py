@@ -13,7 +13,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..callbacks.checkpoint import PreemptibleCheckpoint
 from ..callbacks.logger_runs import LoggerRuns, continue_logger_runs
-from ..callbacks.step_hooks import skip_unused_step_hooks
 from ..checkpoints.registry import active
 from ..cli.errors import UserError
 from ..data.adapters import data_info, is_contract
@@ -43,8 +42,6 @@ def build_trainer(
 ) -> Trainer:
     """The Trainer from ``cfg.trainer`` with the configured callbacks and logger.
 
-    Callbacks get no calls of the per-step hooks they do not implement (see
-    ``callbacks/step_hooks.py``); add callbacks here, not to ``trainer.callbacks`` later.
     Lightning's distributed sampler stays off unless ``use_distributed_sampler=True`` is
     passed: the project's data modules shard their own batches (a plain data module needs
     it on, see ``distributed_sampler``). ``resumed``, the content of the checkpoint a run
@@ -73,8 +70,7 @@ def build_trainer(
         plugins=[*instantiate(cfg.trainer.get("plugins") or []), *cluster_plugins()],
         **{"precision": precision, "use_distributed_sampler": False, **overrides},
     )
-    # Including those Lightning added itself. (Lightning sets trainer.callbacks outside Trainer.)
-    skip_unused_step_hooks(trainer.callbacks)  # type: ignore[attr-defined]
+    # Lightning sets trainer.callbacks outside Trainer.
     for callback in trainer.callbacks:  # type: ignore[attr-defined]
         if isinstance(callback, PreemptibleCheckpoint):
             callback.continues_run = resumed is not None

@@ -313,6 +313,9 @@ def problems(cfg: DictConfig) -> list[str]:
     written: list[str] = list(refused)
     derived: list[str] = []
     for path, raw in leaves(OmegaConf.to_container(cfg, resolve=False)):
+        if (unknown_key := unknown_trainer_key(path)) and unknown_key not in written:
+            written.append(unknown_key)
+            continue
         rule = rule_for(path)
         owner = owner_of(path, found) if rule is None else None
         if owner is not None:
@@ -331,6 +334,36 @@ def problems(cfg: DictConfig) -> list[str]:
         if line is not None:
             (derived if isinstance(raw, str) and "${" in raw else written).append(line)
     return written or derived
+
+
+# lightning.Trainer's parameters (Lightning 2.6), written out: importing Lightning to read
+# them would cost every command seconds before its config is checked. A test compares them
+# with the pinned version's signature.
+TRAINER_KEYS = frozenset(
+    {
+        "_target_", "accelerator", "accumulate_grad_batches", "barebones", "benchmark",
+        "callbacks", "check_val_every_n_epoch", "default_root_dir", "detect_anomaly",
+        "deterministic", "devices", "enable_autolog_hparams", "enable_checkpointing",
+        "enable_model_summary", "enable_progress_bar", "fast_dev_run", "gradient_clip_algorithm",
+        "gradient_clip_val", "inference_mode", "limit_predict_batches", "limit_test_batches",
+        "limit_train_batches", "limit_val_batches", "log_every_n_steps", "logger", "max_epochs",
+        "max_steps", "max_time", "min_epochs", "min_steps", "model_registry", "num_nodes",
+        "num_sanity_val_steps", "overfit_batches", "plugins", "precision", "profiler",
+        "reload_dataloaders_every_n_epochs", "strategy", "sync_batchnorm",
+        "use_distributed_sampler", "val_check_interval",
+    }
+)  # fmt: skip
+
+
+def unknown_trainer_key(path: str) -> str | None:
+    """The line for ``trainer.<key>`` naming no Trainer parameter (``++trainer.max_epoch``)."""
+    head, _, rest = path.partition(".")
+    key = rest.partition(".")[0]
+    if head != "trainer" or not key or key in TRAINER_KEYS:
+        return None
+    close = difflib.get_close_matches(key, sorted(TRAINER_KEYS), n=3, cutoff=0.5)
+    near = f" (nearest: {', '.join(close)})" if close else ""
+    return f"trainer.{key} is not a setting of lightning.Trainer{near}; fix the key"
 
 
 def components(cfg: DictConfig) -> tuple[dict[str, Component], list[str]]:
