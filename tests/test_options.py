@@ -80,14 +80,11 @@ def test_combination_bakes_and_lints(
 
 
 @pytest.mark.parametrize("logger", ["wandb", "mlflow"])
-def test_logger_passes_the_tests_it_affects(logger: str, tmp_path: Path) -> None:
+def test_logger_bake_passes_its_whole_suite_and_the_kits_logger_tests(logger: str, tmp_path: Path) -> None:
     project = bake(tmp_path, logger=logger)
-    result = python_in(
-        project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_configs.py",
-        "-k", "logger",
-    )  # fmt: skip
+    result = python_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider")  # all of it
     assert result.returncode == 0, tail(result)
-    assert " passed" in result.stdout and " skipped" not in result.stdout, tail(result)
+    assert " passed" in result.stdout, tail(result)
     kit = run(
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow",
         "platekit/tests/test_logger.py", "platekit/tests/test_logger_runs.py", "-k", logger,
@@ -95,3 +92,11 @@ def test_logger_passes_the_tests_it_affects(logger: str, tmp_path: Path) -> None
     )  # fmt: skip
     assert kit.returncode == 0, tail(kit)
     assert " passed" in kit.stdout and " skipped" not in kit.stdout, tail(kit)
+
+
+def test_serve_and_docker_bake_passes_its_whole_suite(tmp_path: Path) -> None:
+    """An optional part must pass the bake's whole suite, not only its own tests."""
+    project = bake(tmp_path, serve="yes", docker="yes")
+    result = python_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    assert result.returncode == 0, tail(result)
+    assert " passed" in result.stdout, tail(result)
