@@ -5,6 +5,7 @@ shuffling, dropout and num_workers 0 and 2, interrupted at an epoch boundary and
 """
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -149,3 +150,22 @@ def test_resume_after_a_max_steps_stop_mid_epoch_warns(
     run(tmp_path, f"ckpt_path={tmp_path}/checkpoints/last.ckpt", no_step_checkpoints)
     assert "the checkpoint stopped 10 batches into epoch 1" in caplog.text
     assert "the rest of epoch 1 is skipped" in caplog.text
+
+
+def test_an_optimizer_setting_a_resume_would_ignore_is_refused(
+    trained: dict[str, Any], tmp_path: Path
+) -> None:
+    """The checkpoint's optimizer state wins on a resume: a new lr would silently not apply."""
+    last = trained["run_dir"] / "checkpoints" / "last.ckpt"
+    given = ["optimizer.lr=0.0003"]
+    cfg = compose_config(tmp_path / "run", [*QUICK, f"ckpt_path={last}", *given])
+    with pytest.raises(module("cli.errors").UserError, match=r"would be ignored.*init_from="):
+        module("train").train(cfg, overrides=given)
+    assert not (tmp_path / "run").exists()  # refused before the run directory
+    settings = module("checkpoints.run_settings")
+    checkpoint = torch.load(last, weights_only=True)
+    stored_lr = checkpoint["hyper_parameters"]["optimizer"]["lr"]
+    same = compose_config(tmp_path / "same", [f"optimizer.lr={stored_lr}"])
+    settings.refuse_ignored_optimizer_settings(  # the checkpoint's own value passes
+        same, checkpoint, [f"optimizer.lr={stored_lr}"], str(last)
+    )

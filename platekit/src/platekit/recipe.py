@@ -33,7 +33,11 @@ from .checkpoints.io import hand_over, load_checkpoint, load_weights
 from .checkpoints.registry import active, trust
 from .checkpoints.restore import Checkpoint, check_names
 from .checkpoints.resume import resume_path
-from .checkpoints.run_settings import command_line_overrides, keep_run_settings
+from .checkpoints.run_settings import (
+    command_line_overrides,
+    keep_run_settings,
+    refuse_ignored_optimizer_settings,
+)
 from .cli.console import log_config, log_file_names
 from .cli.errors import UserError
 from .cli.header import run_header
@@ -104,6 +108,7 @@ class TrainRun:
         if resumed is not None:
             explicit = command_line_overrides() if overrides is None else overrides
             keep_run_settings(cfg, resumed, explicit, str(ckpt_path))
+            refuse_ignored_optimizer_settings(cfg, resumed, explicit, str(ckpt_path))
         threads = choose_threads(cfg.get("threads"), cfg.trainer.get("devices"))
         apply_threads(threads)  # results differ in the last bits between thread counts
         seed_everything(cfg.seed, workers=True, verbose=False)  # the initial weights depend on it

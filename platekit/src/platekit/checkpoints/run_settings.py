@@ -92,6 +92,33 @@ def keep_run_settings(
     keep_seed(cfg, stored)
 
 
+def refuse_ignored_optimizer_settings(
+    cfg: DictConfig, checkpoint: dict[str, Any], overrides: Sequence[str], source: str
+) -> None:
+    """An explicit ``optimizer.<key>=`` on a resume would be ignored: refuse it in one line.
+
+    A resumed run restores its optimizer's state (learning rate and weight decay of each
+    parameter group included) from the checkpoint, so a new value would silently not apply.
+    A value equal to the checkpoint's, or one left at the config's default, passes.
+    """
+    stored = (checkpoint.get("hyper_parameters") or {}).get("optimizer") or {}
+    if "optimizer" not in cfg or not stored:
+        return
+    current = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    assert isinstance(current, dict)  # cfg.optimizer is a mapping
+    for override in overrides:
+        key = override_key(override)
+        if key == "optimizer" or (key.startswith("optimizer.") and "." not in key[10:]):
+            name = key.removeprefix("optimizer.") if key != "optimizer" else "_target_"
+            if current.get(name) != stored.get(name):
+                raise UserError(
+                    f"{override} but the checkpoint '{source}' restores its optimizer "
+                    f"({key}={stored.get(name)}): on a resume the new value would be ignored; "
+                    f"drop it to resume, or start a new run from its weights with "
+                    f"init_from={source} {override}"
+                )
+
+
 def same_class(target: Any, other: str) -> bool:
     """Whether two ``_target_`` strings name one class (``data.X`` is ``data.module.X``).
 
