@@ -3,10 +3,11 @@
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from support import compose_config, module
+from support import compose_config, module, run_cli
 
 ProgressDisplay = module("callbacks.progress").ProgressDisplay
 build_trainer = module("runtime.run").build_trainer
@@ -70,3 +71,12 @@ def test_live_bar_still_writes_every_epoch_line_to_the_log_file(
         handler.close()
     lines = log_file.read_text().splitlines()
     assert [LINE.search(line).group(1) for line in lines if LINE.search(line)] == ["0", "1", "2"]
+
+
+@pytest.mark.slow
+def test_eval_into_a_pipe_draws_no_bar(trained: dict[str, Any], tmp_path: Path) -> None:
+    result = run_cli("eval", f"ckpt_path={trained['metrics']['best_checkpoint']}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    output = result.stdout + result.stderr
+    assert "━" not in output  # the project's display: plain lines when not a terminal
+    assert re.search(r"test/loss \d\.\d{4}  test/acc \d\.\d{4} on ", result.stdout)
