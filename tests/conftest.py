@@ -109,3 +109,16 @@ def run(*command: str, cwd: Path, timeout: float = 600, **env: str) -> subproces
         timeout=timeout,
         check=False,
     )
+
+
+# The longest tests first: with `-n 2` (make test) one worker runs platekit's suite while the
+# other takes everything else, instead of both waiting for it at the end.
+LONGEST_FIRST = ("test_platekit.py", "test_fresh_venv.py", "test_options.py", "test_own_data.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a file is kept
