@@ -415,3 +415,24 @@ def test_load_500_requests_from_8_threads_without_an_error(
         f"p50 {p50:.1f} ms, p95 {p95:.1f} ms, {requests / wall:.0f} requests/s"
     )
     assert p95 < 1000  # a loaded 2-core machine still answers in well under a second
+
+
+@pytest.mark.slow
+def test_clients_that_send_half_a_body_and_leave_cost_one_line_each(
+    exported: dict[str, Any], tmp_path: Path
+) -> None:
+    """64 clients announce 4,000 bytes, send 100 and close: no traceback in the log."""
+    port = free_port()
+    with running(serve_command(exported["model"], port), tmp_path / "serve", port) as up:
+        for _ in range(64):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+                client.sendall(
+                    b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 4000\r\n\r\n" + b"[" * 100
+                )
+                time.sleep(0.05)  # the server is reading the body when the client leaves
+        time.sleep(2)  # let the server notice every disconnect
+        assert up.request("GET", "/health") == (200, {"status": "ok"})  # still serving
+        log = up.log.read_text()
+    assert "Traceback" not in log, log[-3000:]
+    assert log.count("disconnected before sending its whole body") <= 64
