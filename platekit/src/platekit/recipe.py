@@ -59,6 +59,7 @@ from .runtime.run import (
 )
 from .runtime.signals import StopAfterStep, stopped_by_signal
 from .runtime.slurm import arm_requeue, requeue_if_asked
+from .runtime.threads import CHECKPOINT_KEY as THREADS_KEY
 from .runtime.threads import Threads, apply_threads, choose_threads
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,12 @@ class TrainRun:
             explicit = command_line_overrides() if overrides is None else overrides
             keep_run_settings(cfg, resumed, explicit, str(ckpt_path))
             refuse_ignored_optimizer_settings(cfg, resumed, explicit, str(ckpt_path))
-        threads = choose_threads(cfg.get("threads"), cfg.trainer.get("devices"))
+        threads = choose_threads(
+            cfg.get("threads"),
+            cfg.trainer.get("devices"),
+            cfg.trainer.get("accelerator"),
+            resumed=stored_threads(resumed),
+        )
         apply_threads(threads)  # results differ in the last bits between thread counts
         seed_everything(cfg.seed, workers=True, verbose=False)  # the initial weights depend on it
         return cls(cfg, threads, ckpt_path, resumed, init_from, started)
@@ -264,6 +270,12 @@ def starting_point(
     if not cfg.get("init_from"):
         return None, None, None
     return None, None, load_checkpoint(cfg.init_from)
+
+
+def stored_threads(checkpoint: dict[str, Any] | None) -> int | None:
+    """The thread count a resumed checkpoint was trained with (None before it was stored)."""
+    value = (checkpoint or {}).get(THREADS_KEY)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
 def initialise(model: LightningModule, checkpoint: dict[str, Any], path: str, strict: bool) -> None:

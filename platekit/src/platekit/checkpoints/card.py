@@ -6,10 +6,12 @@ Written into every training checkpoint by :class:`DescribeCheckpoint`; read back
 
 from typing import Any
 
+import torch
 from lightning import Callback, LightningModule, Trainer
 
 from ..data.adapters import data_card
 from ..data.info import DataInfo
+from ..runtime.threads import CHECKPOINT_KEY as THREADS_KEY
 from .registry import active
 
 DATA_KEY = "data"
@@ -29,3 +31,4 @@ class DescribeCheckpoint(Callback):
         checkpoint[DATA_KEY] = data_card(datamodule, self.info)
         # The registry's name for the class: it survives a move within its package.
         checkpoint[MODEL_KEY] = {"_target_": active().key(type(pl_module))}
+        checkpoint[THREADS_KEY] = torch.get_num_threads()  # a resume with auto takes it
