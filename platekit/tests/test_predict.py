@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from support import CONFIG_DIR, PACKAGE, ROOT, compose_config, module, project_module
+from platekit.testing import predict_rows, raw_test_split
+
+from support import CONFIG_DIR, PACKAGE, ROOT, module
 
 predict = module("predict")
 UserError = module("cli.errors").UserError
@@ -20,20 +22,11 @@ UserError = module("cli.errors").UserError
 
 @pytest.fixture(scope="module")
 def test_split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The default run's test split as a raw .npy file (what a user would feed), with labels."""
-    datamodule = project_module("data").DigitsDataModule(seed=0)
-    datamodule.setup("test")
-    raw = datamodule.raw_inputs("test").numpy()
-    path = tmp_path_factory.mktemp("inputs") / "test.npy"
-    np.save(path, raw)
-    return {"path": path, "raw": raw, "labels": datamodule.split_tensors("test").targets.numpy()}
+    """The test split as a raw .npy file (what a user would feed), with its labels."""
+    return raw_test_split(tmp_path_factory.mktemp("inputs"))
 
 
-def run_predict(out_dir: Path, model_path: Any, inputs: Any, *extra: str) -> list[dict[str, Any]]:
-    if isinstance(inputs, list):
-        inputs = "[" + ",".join(map(str, inputs)) + "]"
-    overrides = [f"model_path={model_path}", f"inputs={inputs}", *extra]
-    return predict.predict(compose_config(out_dir, overrides, config_name="predict"))
+run_predict = predict_rows
 
 
 def image_forms(digit: np.ndarray, directory: Path) -> dict[str, Path]:

@@ -9,25 +9,21 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
-from platekit.testing import compose_config, project_module, read_json, run_cli
+from platekit.testing import (
+    predict_rows,
+    raw_test_split,
+    read_json,
+    run_cli,
+)
 
 
 @pytest.fixture(scope="module")
 def test_split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The test split as a raw .npy file (what a user would feed), with its labels."""
-    datamodule = project_module("data").DigitsDataModule(seed=0)
-    datamodule.setup("test")
-    raw = datamodule.raw_inputs("test").numpy()
-    path = tmp_path_factory.mktemp("inputs") / "test.npy"
-    np.save(path, raw)
-    return {"path": path, "raw": raw, "labels": datamodule.split_tensors("test").targets.numpy()}
+    return raw_test_split(tmp_path_factory.mktemp("inputs"))
 
 
-def run_predict(out_dir: Path, model_path: Any, inputs: Any, *extra: str) -> list[dict[str, Any]]:
-    if isinstance(inputs, list):
-        inputs = "[" + ",".join(map(str, inputs)) + "]"
-    overrides = [f"model_path={model_path}", f"inputs={inputs}", *extra]
-    return project_module("predict").predict(compose_config(out_dir, overrides, "predict"))
+run_predict = predict_rows
 
 
 def test_checkpoint_and_onnx_predict_the_same_on_the_test_split(

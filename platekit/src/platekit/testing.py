@@ -679,6 +679,31 @@ class DataContract:
         assert len(shards[0] & shards[1]) <= 1  # one padding row at most when the split is odd
 
 
+def raw_test_split(directory: Path, seed: int = 0) -> dict[str, Any]:
+    """The project's default data module's test split as a raw ``test.npy`` in ``directory``
+    (what a user feeds predict), with the raw array and the labels."""
+    import numpy as np
+    from hydra.utils import instantiate
+
+    datamodule = instantiate(compose_config(directory, [f"seed={seed}"]).data)
+    datamodule.setup("test")
+    raw = datamodule.raw_inputs("test").numpy()
+    path = directory / "test.npy"
+    np.save(path, raw)
+    return {"path": path, "raw": raw, "labels": datamodule.split_tensors("test").targets.numpy()}
+
+
+def predict_rows(out_dir: Path, model_path: Any, inputs: Any, *extra: str) -> list[dict[str, Any]]:
+    """The project's ``predict`` of ``inputs`` (a path, or a list of paths) with a model."""
+    if isinstance(inputs, list):
+        inputs = "[" + ",".join(map(str, inputs)) + "]"
+    overrides = [f"model_path={model_path}", f"inputs={inputs}", *extra]
+    rows: list[dict[str, Any]] = project_module("predict").predict(
+        compose_config(out_dir, overrides, "predict")
+    )
+    return rows
+
+
 def project_module(name: str) -> Any:
     """``<package>.<name>`` of the project under test (``project_module("train").train``)."""
     from importlib import import_module
