@@ -156,6 +156,12 @@ def test_the_registry_accepts_the_shipped_names_and_stores_short_keys() -> None:
         "platekit.models.Regression": "task",
         "platekit.models.schedules.Cosine": "scheduler",
         f"{PACKAGE}.models.TaskModule": "model",  # where it was before the split: moved
+        # What checkpoints written before the split hold (module.qualname, or the short key):
+        f"{PACKAGE}.models.task_module.TaskModule": "model",
+        f"{PACKAGE}.TaskModule": "model",
+        f"{PACKAGE}.models.tasks.Classification": "task",
+        f"{PACKAGE}.models.schedules.Cosine": "scheduler",
+        f"{PACKAGE}.data.csv.CsvDataModule": "data",
         f"{PACKAGE}.data.DigitsDataModule": "data",
         "torch.optim.AdamW": "optimizer",
         "torch.nn.GELU": "part",
