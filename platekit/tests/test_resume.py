@@ -169,3 +169,15 @@ def test_an_optimizer_setting_a_resume_would_ignore_is_refused(
     settings.refuse_ignored_optimizer_settings(  # the checkpoint's own value passes
         same, checkpoint, [f"optimizer.lr={stored_lr}"], str(last)
     )
+
+
+def test_a_resume_keeps_the_checkpoints_model_when_none_is_given(tmp_path: Path) -> None:
+    """``ckpt_path=...`` alone resumes an MLP run as an MLP, not the config's default CNN."""
+    first = [*QUICK, "model=mlp", "trainer.max_epochs=1"]
+    metrics = module("train").train(compose_config(tmp_path / "run", first), overrides=first)
+    last = Path(metrics["run_dir"]) / "checkpoints" / "last.ckpt"
+    again = [*QUICK, "trainer.max_epochs=2", f"ckpt_path={last}"]
+    resumed = module("train").train(compose_config(tmp_path / "run", again), overrides=again)
+    assert resumed["epochs"] == 2
+    stored = torch.load(last, weights_only=True)["hyper_parameters"]["net"]["_target_"]
+    assert stored.endswith(".MLP")

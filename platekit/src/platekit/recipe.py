@@ -35,6 +35,7 @@ from .checkpoints.restore import Checkpoint, check_names
 from .checkpoints.resume import resume_path
 from .checkpoints.run_settings import (
     command_line_overrides,
+    keep_model,
     keep_run_settings,
     refuse_ignored_optimizer_settings,
 )
@@ -109,6 +110,7 @@ class TrainRun:
         if resumed is not None:
             explicit = command_line_overrides() if overrides is None else overrides
             keep_run_settings(cfg, resumed, explicit, str(ckpt_path))
+            keep_model(cfg, resumed, explicit, str(ckpt_path))
             refuse_ignored_optimizer_settings(cfg, resumed, explicit, str(ckpt_path))
         threads = choose_threads(
             cfg.get("threads"),

@@ -19,7 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..cli.errors import UserError
-from .card import DATA_KEY
+from .card import DATA_KEY, MODEL_KEY
 from .registry import active
 from .restore import check_data_paths
 
@@ -90,6 +90,29 @@ def keep_run_settings(
             if key not in LOADING_ONLY:
                 cfg.data[key] = literal(old)
     keep_seed(cfg, stored)
+
+
+def keep_model(
+    cfg: DictConfig, checkpoint: dict[str, Any], overrides: Sequence[str], source: str
+) -> None:
+    """A resume given no ``model`` settings keeps the checkpoint's net and task.
+
+    Like the data module, the model a run trained is the checkpoint's: ``ckpt_path=last``
+    alone must not build the config's default net for another run's data. A ``model=`` or
+    ``model.*`` on the command line is the user's choice and is left as given (its weights
+    must then fit the checkpoint, checked when it is built).
+    """
+    stored = checkpoint.get("hyper_parameters") or {}
+    target = (checkpoint.get(MODEL_KEY) or {}).get("_target_")
+    if "model" not in cfg or not target or "net" not in stored:
+        return
+    if any(override_key(o) == "model" or override_key(o).startswith("model.") for o in overrides):
+        return
+    kept = {"_target_": target, "net": stored["net"], "task": stored.get("task")}
+    if OmegaConf.to_container(cfg.model, resolve=True) != kept:
+        log.info("model from the checkpoint: %s", stored["net"].get("_target_"))
+    with open_dict(cfg):
+        cfg.model = literal(kept)
 
 
 def refuse_ignored_optimizer_settings(
