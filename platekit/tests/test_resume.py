@@ -4,6 +4,9 @@ Compared: every tensor of the final state dict and the loss of every training st
 shuffling, dropout and num_workers 0 and 2, interrupted at an epoch boundary and mid-epoch.
 """
 
+import csv
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +153,52 @@ def test_resume_after_a_max_steps_stop_mid_epoch_warns(
     run(tmp_path, f"ckpt_path={tmp_path}/checkpoints/last.ckpt", no_step_checkpoints)
     assert "the checkpoint stopped 10 batches into epoch 1" in caplog.text
     assert "the rest of epoch 1 is skipped" in caplog.text
+
+
+def epoch_rows(run_dir: Path) -> dict[int, dict[str, str]]:
+    """Epoch -> every train/ and val/ value metrics.csv holds for it, as written."""
+    rows: dict[int, dict[str, str]] = {}
+    with (run_dir / "csv" / "metrics.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            values = {k: v for k, v in row.items() if v and k.startswith(("train/", "val/"))}
+            if row["epoch"] and values:
+                rows.setdefault(int(row["epoch"]), {}).update(values)
+    return rows
+
+
+def test_a_mid_epoch_resume_reports_every_epoch_as_the_uninterrupted_run(
+    uninterrupted: dict[int, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The interrupted epoch's train loss and accuracies cover all its steps, not only the
+    ones after the resume: metrics.csv, metrics.json's history and its final row are equal."""
+    reference = uninterrupted[0]
+    crash = ["+callbacks.crash._target_=platekit.testing.CrashAfter", "+callbacks.crash.step=35"]
+    with pytest.raises(CrashError):
+        run(tmp_path, "data.num_workers=0", *crash)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    sums = torch.load(last, weights_only=True)["train_epoch_sums"]
+    assert int(sums["confusion"].sum()) == 10 * 64  # 10 batches into epoch 1 (step 30)
+    caplog.clear()
+    caplog.set_level(logging.INFO)
+    plain_lines = (
+        "callbacks.progress_bar={_target_:platekit.callbacks.progress.ProgressDisplay,live:false}"
+    )
+    run(tmp_path, "data.num_workers=0", f"ckpt_path={last}", plain_lines)
+    assert "holds no running sums" not in caplog.text
+    expected, actual = epoch_rows(reference), epoch_rows(tmp_path)
+    assert sorted(actual) == [0, 1, 2]
+    assert {"train/loss", "train/acc", "train/balanced_acc", "val/acc"} <= set(actual[1])
+    assert actual == expected  # every figure of every epoch, as written
+    first, second = (
+        json.loads((run_dir / "metrics.json").read_text()) for run_dir in (reference, tmp_path)
+    )
+    assert second["final"] == first["final"]
+    assert second["best"] == first["best"]
+    assert second["test"] == first["test"]
+    # The progress line of the resumed epoch shows its real speed, not 0 steps/s.
+    line = next(m for m in caplog.messages if m.startswith("epoch 1/2  loss"))
+    assert line.startswith(f"epoch 1/2  loss {float(expected[1]['train/loss']):.4f}  ")
+    assert int(line.split()[-2].replace(",", "")) > 0, line  # 10 steps over their seconds
 
 
 def test_an_optimizer_setting_a_resume_would_ignore_is_refused(

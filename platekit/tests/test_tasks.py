@@ -40,8 +40,13 @@ def test_no_metric_name_is_spelled_outside_the_task_declaration() -> None:
     }
     assert not found
     classification = module("models").Classification(3)
-    assert classification.names("val") == ["val/loss", "val/acc"]  # stable for dashboards
+    # stable for dashboards; acc is plain accuracy, balanced_acc the mean recall
+    assert classification.names("val") == ["val/loss", "val/acc", "val/balanced_acc"]
     assert (classification.monitor, classification.mode) == ("val/acc", "max")
+    balanced = module("models").Classification(3, monitor="balanced_acc")
+    assert (balanced.monitor, balanced.mode) == ("val/balanced_acc", "max")
+    with pytest.raises(UserError, match=r"model.task.monitor=f1 is not a metric of Classif"):
+        module("models").Classification(3, monitor="f1")
     regression = module("models").Regression()
     assert regression.names("test") == ["test/loss", "test/mae", "test/rmse", "test/r2"]
     assert (regression.monitor, regression.mode) == ("val/rmse", "min")
@@ -57,6 +62,20 @@ def test_callbacks_follow_the_task_monitor(tmp_path: Path) -> None:
         "PreemptibleCheckpoint": ("val/rmse", "min"),
         "EarlyStopping": ("val/rmse", "min"),
     }
+
+
+def test_the_task_monitor_setting_moves_checkpointing_and_early_stopping(tmp_path: Path) -> None:
+    cfg = compose_config(tmp_path, [*SHORT, "model.task.monitor=balanced_acc"])
+    metrics = train.train(cfg)
+    assert (metrics["monitor"], metrics["mode"]) == ("val/balanced_acc", "max")
+    checkpoint = torch.load(metrics["best_checkpoint"], weights_only=True)
+    assert checkpoint["hyper_parameters"]["task"]["monitor"] == "balanced_acc"
+    monitors = {
+        key.split("'monitor': ")[1].split(",")[0]
+        for key in checkpoint["callbacks"]
+        if "monitor" in key
+    }
+    assert monitors == {"'val/balanced_acc'"}
 
 
 def test_moved_keys_get_a_hint_naming_the_new_key() -> None:

@@ -59,6 +59,7 @@ class ProgressDisplay(ProgressBar):
         self._window_steps = 0
         self._epoch_start = 0.0
         self._epoch_steps = 0
+        self._batches_done = 0
         self._val_seconds = 0.0
         self._val_start = 0.0
         self._last_line = 0.0
@@ -68,6 +69,7 @@ class ProgressDisplay(ProgressBar):
         # (name, steps/s, validated), written at the next epoch's start or at the end of training.
         self._finished: tuple[str, float, bool] | None = None
         self._validated = False  # whether validation ran in this epoch (else val_ is stale)
+        self._begun: int | None = None  # the epoch on_train_start began (a resumed one)
 
     # Lightning turns the bar off on ranks other than 0 through these two.
     def disable(self) -> None:
@@ -102,14 +104,23 @@ class ProgressDisplay(ProgressBar):
             )
             self._bar.start()
             self._rerouted = route_console_logs_through_bar()
+        # A run resumed mid-epoch gets no on_train_epoch_start for that epoch: begin it here.
+        self._begin_epoch(trainer)
+        self._begun = trainer.current_epoch
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self._enabled:
             return
+        begun, self._begun = self._begun, None
+        if begun != trainer.current_epoch:
+            self._begin_epoch(trainer)
+
+    def _begin_epoch(self, trainer: Trainer) -> None:
+        """Start the epoch's clock and counts (its rate counts this process's steps only)."""
         self._write_finished(trainer)
         now = time.perf_counter()
         self._epoch_start = self._window_start = self._last_line = now
-        self._epoch_steps = self._window_steps = 0
+        self._epoch_steps = self._window_steps = self._batches_done = 0
         self._val_seconds = 0.0
         self._validated = False
         self._losses.clear()
@@ -137,11 +148,12 @@ class ProgressDisplay(ProgressBar):
             self._losses.append(loss.detach())  # no sync: read at the next refresh
         self._epoch_steps += 1
         self._window_steps += 1
+        self._batches_done = batch_idx + 1  # counts a resumed epoch's earlier batches too
         if self._epoch_steps % self.refresh_every:
             return
         self._fold_losses()
         if self._bar is not None:
-            self._bar.update(self._task, completed=self._epoch_steps, stats=self._window(trainer))
+            self._bar.update(self._task, completed=self._batches_done, stats=self._window(trainer))
         elif time.perf_counter() - self._last_line >= self.plain_interval_s:
             log.info(
                 "%s  step %d  %s",
@@ -197,7 +209,7 @@ class ProgressDisplay(ProgressBar):
         if self._bar is None:
             log.info("%s  %s", name, stats)
             return
-        self._bar.update(self._task, completed=self._epoch_steps, stats=stats)
+        self._bar.update(self._task, completed=self._batches_done, stats=stats)
         log_to_files(log, f"{name}  {stats}")  # the bar is on the screen only
 
     def _stop(self) -> None:

@@ -13,13 +13,13 @@ from typing import Any
 import torch
 from lightning import LightningModule
 from lightning.pytorch.utilities.seed import isolate_rng
-from torch import nn
+from torch import Tensor, nn
 
 from ..checkpoints.registry import active
 from ..cli.errors import UserError, first_line
 from ..data.info import DataInfo
 from ..runtime.config import to_plain
-from .tasks import TASKS, Task
+from .tasks import BALANCED, TASKS, Task, balanced_class_weights
 
 FROM_DATA = ("input_shape", "num_outputs")
 
@@ -31,6 +31,7 @@ def build_model(
     optimizer: Any = None,
     scheduler: Any = None,
     target_stats: dict[str, float] | None = None,
+    train_targets: Tensor | None = None,
     compile: bool = False,
 ) -> LightningModule:
     """The LightningModule of ``model_cfg`` sized for ``info``'s data, learning its task.
@@ -38,6 +39,7 @@ def build_model(
     Args:
         optimizer, scheduler: the ``optimizer`` and ``scheduler`` groups' configs.
         target_stats: the train split's target mean and std (a regression's scale).
+        train_targets: the train split's class targets, for ``class_weights: balanced``.
     """
     node: dict[str, Any] = to_plain(model_cfg)
     refuse_moved_keys(node)
@@ -45,7 +47,7 @@ def build_model(
     model_class = active().resolve(node.get("_target_"), "model", "model")
     accepts = inspect.signature(model_class).parameters
     if "task" in accepts:
-        node["task"] = task_for(node.get("task"), info, target_stats or {})
+        node["task"] = task_for(node.get("task"), info, target_stats or {}, train_targets)
     for name, value in (("optimizer", optimizer), ("scheduler", scheduler)):
         if name in accepts and value is not None:
             node[name] = to_plain(value)
@@ -69,15 +71,21 @@ def refuse_moved_keys(node: dict[str, Any]) -> None:
 
 
 def task_for(
-    given: dict[str, Any] | None, info: DataInfo, target_stats: dict[str, float]
+    given: dict[str, Any] | None,
+    info: DataInfo,
+    target_stats: dict[str, float],
+    train_targets: Tensor | None = None,
 ) -> dict[str, Any]:
     """The task config: the data's kind of target decides it unless the model config names one.
 
-    A classification gets the data's number of classes, a regression the train split's
-    target scale; a task that does not fit the data's targets is refused.
+    A classification gets the data's number of classes (and ``class_weights: balanced``
+    the weights of the train split's class counts), a regression the train split's target
+    scale; a task that does not fit the data's targets is refused. Settings left ``null``
+    (``monitor``, ``class_weights``) take the task's defaults.
     """
     default = f"{Task.__module__}.{TASKS[info.target_kind].__qualname__}"
-    task = {"_target_": default, **(given or {})}
+    settings = {key: value for key, value in (given or {}).items() if value is not None}
+    task = {"_target_": default, **settings}
     task_class = active().resolve(task["_target_"], "task", "model.task")
     kind = getattr(task_class, "target_kind", None)
     if kind is not None and kind != info.target_kind:
@@ -90,8 +98,17 @@ def task_for(
         )
     if kind == "class":
         task["num_classes"] = task_classes(task.get("num_classes"), info)
+        if task.get("class_weights") == BALANCED and train_targets is not None:
+            task["class_weights"] = balanced_class_weights(train_targets, task["num_classes"])
     elif kind == "value":
         task = {**task, **target_stats}
+    accepts = inspect.signature(task_class).parameters
+    unknown = [key for key in task if key != "_target_" and key not in accepts]
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in accepts.values()):
+        raise UserError(
+            f"model.task.{unknown[0]} is not a setting of {task_class.__name__}; its settings "
+            f"are {[name for name in accepts if name not in ('self',)]}"
+        )
     return task
 
 

@@ -1,9 +1,11 @@
-"""Training loss and accuracy over an epoch, accumulated on the device without host syncs."""
+"""Training loss and accuracies over an epoch, accumulated on the device without host syncs."""
 
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
+
+from .class_counts import accuracies, add_predictions
 
 Reduce = Callable[[Tensor], Tensor]
 
@@ -13,8 +15,9 @@ class EpochStats:
 
     ``update`` only queues tensor ops on the batch's device: reading a value (``.item()``,
     ``float()``) or logging through Lightning on every step would stall or slow each step.
-    Accuracy is macro-averaged like ``torchmetrics``' ``MulticlassAccuracy``: the mean
-    over classes of the share of each class's samples predicted right.
+    The accuracies are exact ratios of the counts (``class_counts.py``). The sums are a
+    checkpoint's too (:meth:`state_dict`), so an epoch interrupted and resumed reports
+    the figures of all its steps.
     """
 
     def __init__(self, num_classes: int) -> None:
@@ -29,13 +32,10 @@ class EpochStats:
     def update(self, loss: Tensor, logits: Tensor, targets: Tensor) -> None:
         """Add one batch: its mean ``loss``, ``logits`` (B, C) and ``targets`` (B,)."""
         self.loss_sum.add_(loss.detach(), alpha=len(targets))
-        # (B,) cell of each sample in the row-major (true, predicted) matrix
-        cells = torch.add(logits.detach().argmax(dim=1), targets, alpha=self.num_classes)
-        # scatter_add_, not bincount: bincount reads the largest index back to the host on CUDA
-        self.confusion.scatter_add_(0, cells, torch.ones_like(cells))
+        add_predictions(self.confusion, logits.detach().argmax(dim=1), targets)
 
-    def compute(self, sum_over_ranks: Reduce | None = None) -> tuple[Tensor, Tensor]:
-        """Mean loss and macro accuracy of what was added since the last reset.
+    def compute(self, sum_over_ranks: Reduce | None = None) -> dict[str, Tensor]:
+        """``loss`` (mean), ``acc`` and ``balanced_acc`` of what was added since the last reset.
 
         Args:
             sum_over_ranks: adds a tensor up across processes (DDP); by default the
@@ -43,12 +43,15 @@ class EpochStats:
         """
         total = sum_over_ranks or (lambda tensor: tensor)
         loss_sum = total(self.loss_sum)
-        confusion = total(self.confusion).view(self.num_classes, self.num_classes)  # (true, pred)
-        hits = confusion.diagonal()
-        actual, predicted = confusion.sum(dim=1), confusion.sum(dim=0)
-        loss = loss_sum / actual.sum().clamp(min=1)
-        recall = hits / actual.clamp(min=1)
-        # classes never seen nor predicted do not count; like torchmetrics' macro average
-        counted = (actual + predicted) > 0
-        accuracy = (recall * counted).sum() / counted.sum().clamp(min=1)
-        return loss, accuracy
+        confusion = total(self.confusion)
+        samples = confusion.sum().clamp(min=1)
+        return {"loss": loss_sum / samples, **accuracies(confusion)}
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The running sums, on the CPU (for a checkpoint)."""
+        return {"loss_sum": self.loss_sum.cpu(), "confusion": self.confusion.cpu()}
+
+    def load_state_dict(self, state: dict[str, Tensor], device: torch.device) -> None:
+        """Continue from sums :meth:`state_dict` returned, on ``device``."""
+        self.loss_sum = state["loss_sum"].to(device=device, dtype=torch.float32).clone()
+        self.confusion = state["confusion"].to(device=device, dtype=torch.int64).clone()

@@ -6,6 +6,7 @@ What is learned (loss, metrics, the monitored metric) is the task's (``tasks.py`
 """
 
 import functools
+import logging
 import math
 from typing import Any
 
@@ -24,12 +25,18 @@ from .tasks import GRAD_NORM, LOSS, TEST, TRAIN, VAL, Regression, Task
 
 Batch = tuple[Tensor, Tensor]
 
+EPOCH_SUMS_KEY = "train_epoch_sums"  # the training epoch's running sums, in a checkpoint
+
+log = logging.getLogger(__name__)
+
 
 class TaskModule(LightningModule):
     """Trains ``net`` on ``task``; logs the task's metrics once per epoch per stage.
 
     Training metrics are summed on the device and logged once per epoch (the task's
-    ``epoch_stats``); validation and test use the task's torchmetrics.
+    ``epoch_stats``); validation and test use the task's torchmetrics. The sums are saved
+    in every checkpoint (added up over ranks), so a run resumed mid-epoch reports that
+    epoch's figures over all its steps, as an uninterrupted run does.
 
     Args:
         net: config of the network, e.g. ``{"_target_": "...SmallCNN", "num_outputs": 10}``.
@@ -73,14 +80,49 @@ class TaskModule(LightningModule):
         if compile:
             self.net.compile()  # compiles the module's call in place; state_dict keys unchanged
         self.train_stats = self.task.epoch_stats()
+        self._sums_to_restore: dict[str, Tensor] | None = None
+        self._resumed = False
         self.val_metrics = nn.ModuleDict(self.task.eval_metrics())
         self.test_metrics = nn.ModuleDict(self.task.eval_metrics())
 
     def forward(self, inputs: Tensor) -> Tensor:
         return self.net(inputs)
 
+    def on_train_start(self) -> None:
+        # A run resumed mid-epoch gets no on_train_epoch_start for that epoch: it continues
+        # the checkpoint's sums (rank 0 holds the total, the other ranks start from zero).
+        self.train_stats.reset(self.device)
+        sums, self._sums_to_restore = self._sums_to_restore, None
+        if sums is not None and self.global_rank == 0:
+            self.train_stats.load_state_dict(sums, self.device)
+        loop = self.trainer.fit_loop
+        if (
+            sums is None
+            and self._resumed
+            and (loop.restarted_mid_epoch or loop.restarted_on_epoch_end)
+        ):
+            log.warning(
+                "the checkpoint holds no running sums of its unfinished epoch %d (written "
+                "by platekit 0.1): that epoch's train/ figures average only the steps after "
+                "the resume",
+                self.current_epoch,
+            )
+
     def on_train_epoch_start(self) -> None:
         self.train_stats.reset(self.device)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Every rank saves (Trainer.save_checkpoint runs on all), so the sum is collective.
+        reduce = functools.partial(self.trainer.strategy.reduce, reduce_op="sum")
+        sums = self.train_stats.state_dict()
+        checkpoint[EPOCH_SUMS_KEY] = {
+            name: reduce(value.to(self.device)).cpu() for name, value in sums.items()
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        sums = checkpoint.get(EPOCH_SUMS_KEY)
+        self._sums_to_restore = sums if isinstance(sums, dict) else None
+        self._resumed = True
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         inputs, targets = batch

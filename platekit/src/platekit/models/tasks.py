@@ -3,7 +3,8 @@
 This is the one place a metric name is spelled. Checkpoint selection, early stopping, the
 progress line, plots, the run summary, ``metrics.json`` and sweeps read them from the task
 the model owns (``model.task``). Metrics are logged as ``<stage>/<name>``: ``train/loss``,
-``val/acc``, ``test/rmse``.
+``val/acc``, ``test/rmse``. A task's ``monitor`` setting picks the metric that selects the
+best checkpoint and stops early (its default is the task's ``monitored``).
 
 Add a metric: one :class:`Metric` in the task's ``metrics``, its torchmetrics object in
 ``eval_metrics`` and its training-epoch value in the task's epoch statistics.
@@ -17,11 +18,12 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, R2Score
 from torchmetrics import Metric as TorchMetric
-from torchmetrics.classification import MulticlassAccuracy
 
 from ..cli.errors import UserError
+from .class_counts import ACC, BALANCED_ACC, ClassCounts
 from .epoch_stats import EpochStats
 
 TRAIN, VAL, TEST = "train", "val", "test"
@@ -58,8 +60,9 @@ class Task(ABC):
     """A learning task: loss, metrics, the monitored metric and how outputs become predictions.
 
     A subclass sets ``target_kind`` (the :class:`~..data.info.DataInfo` kind it trains on),
-    ``metrics`` (the loss first) and ``monitored`` (the name of one of them); the monitored
-    metric is read on the validation split.
+    ``metrics`` (the loss first) and ``monitored`` (the name of one of them, the default);
+    the monitored metric is read on the validation split. A task given a ``monitor``
+    setting watches that metric instead (:meth:`choose_monitor`).
     """
 
     target_kind: str
@@ -94,6 +97,19 @@ class Task(ABC):
     def metric(self, name: str) -> Metric:
         return next(metric for metric in self.metrics if metric.name == name)
 
+    def choose_monitor(self, monitor: str | None) -> None:
+        """Watch ``monitor`` (a metric's name, e.g. ``balanced_acc``); ``None``: the default."""
+        if monitor is None:
+            return
+        names = [metric.name for metric in self.metrics]
+        name = monitor.removeprefix(f"{VAL}/")
+        if name not in names:
+            raise UserError(
+                f"model.task.monitor={monitor} is not a metric of {type(self).__name__}; "
+                f"use one of {names}"
+            )
+        self.monitored = name
+
     def names(self, stage: str) -> list[str]:
         """Every metric logged in ``stage``, e.g. ``["val/loss", "val/acc"]``."""
         return [metric.at(stage) for metric in self.metrics]
@@ -120,33 +136,73 @@ class Stats(ABC):
     def compute(self, sum_over_ranks: Reduce | None = None) -> dict[str, Tensor]:
         """Metric name -> value of what was added since the last reset."""
 
+    def state_dict(self) -> dict[str, Tensor]:
+        """The running sums, for a checkpoint: by default every tensor attribute, on the CPU.
+
+        A resumed run continues its interrupted epoch from them, so that epoch's figures
+        cover all its steps. Override both methods if the sums live elsewhere.
+        """
+        return {
+            name: value.cpu() for name, value in vars(self).items() if isinstance(value, Tensor)
+        }
+
+    def load_state_dict(self, state: dict[str, Tensor], device: torch.device) -> None:
+        """Continue from sums :meth:`state_dict` returned, on ``device``."""
+        for name, value in state.items():
+            setattr(self, name, value.to(device).clone())
+
 
 class Classification(Task):
-    """Cross-entropy over ``num_classes`` logits; macro accuracy, monitored (higher is better)."""
+    """Cross-entropy over ``num_classes`` logits; plain and balanced accuracy.
+
+    ``acc`` is the share of samples predicted right; ``balanced_acc`` the mean over classes
+    of each class's recall (the two differ when classes are imbalanced). Both are exact
+    ratios of counts (``class_counts.py``).
+
+    Args:
+        num_classes: the number of classes (the data's).
+        monitor: the metric that picks the best checkpoint and stops early: ``acc``
+            (default), ``balanced_acc`` or ``loss``.
+        class_weights: a weight per class for the loss (validation's too), e.g. to count
+            a rare class more. ``None``: all 1. The model builder turns ``balanced`` into
+            ``n_samples / (num_classes * n_samples_of_class)`` of the train split.
+    """
 
     target_kind = "class"
     metrics = (
         Metric(LOSS, "cross-entropy", "min", "loss"),
-        Metric("acc", "accuracy", "max", "accuracy"),
+        Metric(ACC, "accuracy", "max", "accuracy"),
+        Metric(BALANCED_ACC, "balanced accuracy (mean recall)", "max", "accuracy"),
     )
-    monitored = "acc"
+    monitored = ACC
 
-    def __init__(self, num_classes: int) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        monitor: str | None = None,
+        class_weights: list[float] | None = None,
+    ) -> None:
         self.num_classes = num_classes
-        self._loss = nn.CrossEntropyLoss()
+        self.choose_monitor(monitor)
+        self.class_weights = checked_class_weights(class_weights, num_classes)
+        self._weight = None if self.class_weights is None else torch.tensor(self.class_weights)
 
     def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
-        return self._loss(outputs, targets)
+        weight = self._weight
+        if weight is not None and weight.device != outputs.device:
+            weight = self._weight = weight.to(outputs.device)
+        # weighted: sum(w[y] * -log p[y]) / sum(w[y]) over the batch
+        return functional.cross_entropy(outputs, targets, weight=weight)
 
     def eval_metrics(self) -> dict[str, TorchMetric]:
-        return {"acc": MulticlassAccuracy(self.num_classes)}
+        return {name: ClassCounts(self.num_classes, name) for name in (ACC, BALANCED_ACC)}
 
     def epoch_stats(self) -> Stats:
         return ClassStats(self.num_classes)
 
 
 class ClassStats(Stats):
-    """Training loss and macro accuracy (:class:`EpochStats`) under the task's names."""
+    """Training loss, ``acc`` and ``balanced_acc`` (:class:`EpochStats`), by the task's names."""
 
     def __init__(self, num_classes: int) -> None:
         self.stats = EpochStats(num_classes)
@@ -158,8 +214,59 @@ class ClassStats(Stats):
         self.stats.update(loss, outputs, targets)
 
     def compute(self, sum_over_ranks: Reduce | None = None) -> dict[str, Tensor]:
-        loss, accuracy = self.stats.compute(sum_over_ranks)
-        return {LOSS: loss, "acc": accuracy}
+        return self.stats.compute(sum_over_ranks)
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return self.stats.state_dict()
+
+    def load_state_dict(self, state: dict[str, Tensor], device: torch.device) -> None:
+        self.stats.load_state_dict(state, device)
+
+
+BALANCED = "balanced"
+
+
+def checked_class_weights(weights: Any, num_classes: int) -> list[float] | None:
+    """``weights`` as one finite float >= 0 per class; one line naming the problem otherwise."""
+    if weights is None:
+        return None
+    if weights == BALANCED:
+        raise UserError(
+            "model.task.class_weights=balanced needs the train split's class counts, which "
+            "a BaseDataModule gives (data/base.py); give one weight per class instead, "
+            "e.g. model.task.class_weights=[1,5]"
+        )
+    if isinstance(weights, str | bytes) or not hasattr(weights, "__len__"):
+        raise UserError(
+            f"model.task.class_weights={weights!r}: give `balanced` or one weight per class "
+            f"({num_classes} numbers), e.g. [1,5]"
+        )
+    values = list(weights)
+    if len(values) != num_classes:
+        raise UserError(
+            f"model.task.class_weights has {len(values)} weights but the data has "
+            f"{num_classes} classes; give one per class, or `balanced`"
+        )
+    try:
+        floats = [float(value) for value in values]
+    except (TypeError, ValueError):
+        floats = []
+    if not floats or not all(0 <= value < float("inf") for value in floats) or not any(floats):
+        raise UserError(
+            f"model.task.class_weights={values}: each weight must be a finite number >= 0, "
+            "and one at least > 0"
+        )
+    return floats
+
+
+def balanced_class_weights(targets: Tensor, num_classes: int) -> list[float]:
+    """``n / (num_classes * n_c)`` per class ``c`` of the train split's ``targets``.
+
+    A class with no train samples gets weight 1 (it adds nothing to the training loss).
+    """
+    counts = torch.bincount(targets.long().flatten(), minlength=num_classes).tolist()
+    total = sum(counts)
+    return [total / (num_classes * count) if count else 1.0 for count in counts]
 
 
 class Regression(Task):
@@ -180,9 +287,12 @@ class Regression(Task):
     )
     monitored = "rmse"
 
-    def __init__(self, target_mean: float = 0.0, target_std: float = 1.0) -> None:
+    def __init__(
+        self, target_mean: float = 0.0, target_std: float = 1.0, monitor: str | None = None
+    ) -> None:
         self.target_mean = float(target_mean)
         self.target_std = float(target_std)
+        self.choose_monitor(monitor)
 
     def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
         # outputs (B, 1) in target units; the loss is taken on the standardised scale

@@ -89,15 +89,18 @@ def build_parts(cfg: DictConfig) -> tuple[LightningDataModule, LightningModule, 
 
 def model_for(cfg: DictConfig, datamodule: LightningDataModule, info: DataInfo) -> LightningModule:
     """The model of ``cfg`` (model, optimizer and scheduler groups) for this data."""
-    stats = None
-    if info.target_kind == "value" and is_contract(datamodule):
-        stats = target_statistics(datamodule.targets("train"))
+    stats, targets = None, None
+    if is_contract(datamodule):
+        targets = datamodule.targets("train")
+        if info.target_kind == "value":
+            stats = target_statistics(targets)
     return build_model(
         cfg.model,
         info,
         optimizer=cfg.get("optimizer"),
         scheduler=cfg.get("scheduler"),
         target_stats=stats,
+        train_targets=targets if info.target_kind == "class" else None,
         compile=cfg.get("compile", False),
     )
 
