@@ -12,7 +12,7 @@ from support import QUICK, compose_config, module, read_json
 summary = module("reporting.summary")
 console = module("cli.console")
 
-PLOTS = {"loss.png", "accuracy.png", "learning_rate.png", "confusion_matrix.png"}
+PLOTS = {"loss.png", "accuracy.png", "learning_rate.png", "confusion_matrix.png", "per_class.png"}
 
 
 def test_default_run_writes_every_plot(trained: dict[str, Any]) -> None:
@@ -47,6 +47,34 @@ def test_metrics_json_holds_the_summary(trained: dict[str, Any]) -> None:
     )
     assert metrics["wall_seconds"] >= metrics["fit_seconds"]
     assert metrics["peak_memory_mb"]["host"] > 50
+
+
+def test_metrics_json_holds_the_per_class_table_of_the_test_split(trained: dict[str, Any]) -> None:
+    """Precision, recall and support per class; the test accuracies follow from them."""
+    metrics = read_json(trained["run_dir"] / "metrics.json")
+    table, test = metrics["per_class"], metrics["test"]
+    assert list(table) == [str(digit) for digit in range(10)]  # the data's class names
+    supports = [row["support"] for row in table.values()]
+    assert sum(supports) == 269  # the test split (1,797 rows, 15 %)
+    hits = [round(row["recall"] * row["support"]) for row in table.values()]
+    assert test["test/acc"] == sum(hits) / 269  # counts over counts, exactly
+    recalls = [hit / support for hit, support in zip(hits, supports, strict=True)]
+    assert test["test/balanced_acc"] == pytest.approx(sum(recalls) / 10, abs=1e-12)
+    text = summary.summary_table(metrics, trained["run_dir"])
+    assert "test split per class (best checkpoint)" in text
+    first = table["0"]
+    assert f"│ 0     │    {first['precision']:.4f} │ {first['recall']:.4f} │      " in text
+
+
+def test_confusion_matrix_plot_names_classes_and_both_accuracies() -> None:
+    plots = module("reporting.plots")
+    matrix = torch.tensor([[8, 2], [1, 1]])
+    figure = plots.confusion_figure(matrix, ["cat", "dog"])
+    axes = figure.axes[0]
+    assert [label.get_text() for label in axes.get_xticklabels()] == ["cat", "dog"]
+    assert [label.get_text() for label in axes.get_yticklabels()] == ["cat", "dog"]
+    # plain 9/12; balanced (8/10 + 1/2) / 2
+    assert axes.get_title() == "Confusion matrix, test split\nacc 0.7500, balanced_acc 0.6500"
 
 
 def test_summary_table_shows_best_final_and_run_facts(trained: dict[str, Any]) -> None:

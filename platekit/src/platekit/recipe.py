@@ -45,6 +45,7 @@ from .cli.header import run_header
 from .cli.hints import explain_failures
 from .data.adapters import warn_if_plain
 from .data.info import DataInfo
+from .models.class_counts import per_class
 from .models.tasks import Task, task_of
 from .reporting.plots import write_plots
 from .reporting.stopping import early_stop, stop_message
@@ -92,6 +93,7 @@ class TrainRun:
     task: Task | None = None
     history: MetricHistory = field(default_factory=MetricHistory)
     confusion: TestConfusionMatrix | None = None
+    class_names: tuple[str, ...] = ()
     fit_seconds: float = 0.0
     epochs: list[dict[str, Any]] = field(default_factory=list)  # the history fit ended with
     stop: dict[str, Any] | None = None  # early stopping's, if it ended fit
@@ -143,6 +145,7 @@ class TrainRun:
         warn_if_plain(datamodule)
         self.task = task_of(model)
         self.confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
+        self.class_names = tuple(info.class_names or ())
         extra = [self.history, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
         trainer = build_trainer(
             cfg,
@@ -235,14 +238,18 @@ class TrainRun:
             self.task.mode,
         )
         metrics["early_stop"] = stop
+        confusion = self.confusion.matrix if self.confusion else None
+        if confusion is not None:  # the best checkpoint's, on the test split
+            metrics["per_class"] = per_class(confusion, self.class_names)
         if trainer.is_global_zero:
             write_plots(
                 self.run_dir / "plots",
                 epochs,
                 self.task,
-                self.confusion.matrix if self.confusion else None,
+                confusion,
                 best_epoch=best_epoch,
                 stopped_epoch=stop["epoch"] if stop else None,
+                class_names=self.class_names,
             )
             write_json(self.run_dir / "metrics.json", metrics)
             report(self.run_dir, metrics)

@@ -1,4 +1,5 @@
-"""PNG plots of a run: the task's metrics and the learning rate per epoch; the confusion matrix.
+"""PNG plots of a run: the task's metrics and the learning rate per epoch; the test split's
+confusion matrix and per-class precision and recall.
 
 Figures are drawn with matplotlib's object API on the Agg canvas: no display is needed
 and no global pyplot state is touched.
@@ -10,6 +11,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from ..models.class_counts import accuracies, per_class
 from ..models.tasks import Task
 from ..runtime.files import write_atomic
 
@@ -36,11 +38,13 @@ def write_plots(
     *,
     best_epoch: float | None = None,
     stopped_epoch: int | None = None,
+    class_names: Sequence[str] | None = None,
 ) -> list[Path]:
     """Write every plot of ``task`` the history allows; return the files written.
 
     The task's metric plots mark ``best_epoch`` (the checkpoint tested) and, if early
-    stopping ended the run, ``stopped_epoch``.
+    stopping ended the run, ``stopped_epoch``. A test ``confusion`` matrix adds
+    ``confusion_matrix.png`` and ``per_class.png``, labelled with ``class_names``.
     """
     written = []
     marks = epoch_marks(best_epoch, stopped_epoch)
@@ -50,7 +54,10 @@ def write_plots(
             figure = curve_figure(history, title, ylabel, metrics, shown)
             written.append(save(figure, plot_dir / name))
     if confusion is not None:
-        written.append(save(confusion_figure(confusion), plot_dir / "confusion_matrix.png"))
+        names = list(class_names or range(len(confusion)))
+        figure = confusion_figure(confusion, names)
+        written.append(save(figure, plot_dir / "confusion_matrix.png"))
+        written.append(save(per_class_figure(confusion, names), plot_dir / "per_class.png"))
     return written
 
 
@@ -86,10 +93,12 @@ def curve_figure(
     return figure
 
 
-def confusion_figure(matrix: Tensor) -> Figure:
-    """Counts of true class (rows) against predicted class (columns), with the numbers."""
+def confusion_figure(matrix: Tensor, class_names: Sequence[object] | None = None) -> Figure:
+    """Counts of true class (rows) against predicted class (columns), with the numbers;
+    the title gives both accuracies as metrics.json names them."""
     counts = matrix.cpu().numpy()
     classes = range(len(counts))
+    names = [str(name) for name in (class_names or classes)]
     figure = Figure(figsize=(6, 5.5), layout="constrained")
     axes = figure.add_subplot()
     image = axes.imshow(counts, cmap="Blues")
@@ -99,14 +108,43 @@ def confusion_figure(matrix: Tensor) -> Figure:
         for col in classes:
             colour = "white" if counts[row, col] > threshold else "black"
             axes.text(col, row, str(int(counts[row, col])), ha="center", va="center", color=colour)
-    accuracy = counts.trace() / max(counts.sum(), 1)
+    figures = accuracies(matrix.cpu())
     axes.set(
-        title=f"Confusion matrix, test split (accuracy {accuracy:.3f})",
+        title=(
+            f"Confusion matrix, test split\nacc {float(figures['acc']):.4f}, "
+            f"balanced_acc {float(figures['balanced_acc']):.4f}"
+        ),
         xlabel="predicted class",
         ylabel="true class",
         xticks=list(classes),
         yticks=list(classes),
     )
+    axes.set_xticklabels(names, rotation=45 if max(map(len, names), default=0) > 3 else 0)
+    axes.set_yticklabels(names)
+    return figure
+
+
+def per_class_figure(matrix: Tensor, class_names: Sequence[object]) -> Figure:
+    """Precision and recall of each class on the test split, its support in the label."""
+    table = per_class(matrix, [str(name) for name in class_names])
+    labels = [f"{name} (n={row['support']})" for name, row in table.items()]
+    rows = range(len(labels))
+    height = 0.4
+    figure = Figure(figsize=(6, max(3.0, 0.35 * len(labels) + 1.2)), layout="constrained")
+    axes = figure.add_subplot()
+    for offset, key in ((-height / 2, "precision"), (height / 2, "recall")):
+        values = [float(row[key]) for row in table.values()]
+        axes.barh([r + offset for r in rows], values, height=height, label=key)
+    axes.set(
+        title="Per class, test split",
+        xlabel="precision, recall",
+        xlim=(0, 1),
+        yticks=list(rows),
+    )
+    axes.set_yticklabels(labels)
+    axes.invert_yaxis()  # the first class on top
+    axes.grid(axis="x", alpha=0.3)
+    figure.legend(loc="outside lower center", ncol=2)
     return figure
 
 

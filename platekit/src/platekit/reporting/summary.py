@@ -1,4 +1,5 @@
-"""The end-of-run summary: best and final metrics, speed and memory, as data and a table."""
+"""The end-of-run summary: best and final metrics, the test split per class, speed and memory,
+as data and a table."""
 
 import resource
 import sys
@@ -89,6 +90,9 @@ def summary_table(metrics: dict[str, Any], run_dir: Path) -> str:
         table.add_row(name, _number(best.get(name)), _number(final.get(name)))
     for name, value in sorted(metrics["test"].items()):
         table.add_row(f"{name} (best checkpoint)", _number(value), "")
+    parts: list[Table] = [table]
+    if metrics.get("per_class"):
+        parts.append(per_class_table(metrics["per_class"]))
 
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
@@ -105,7 +109,24 @@ def summary_table(metrics: dict[str, Any], run_dir: Path) -> str:
     if memory.get("cuda") is not None:
         peak += f", cuda {memory['cuda']:,.0f} MiB"
     facts.add_row("peak memory", peak)
-    return as_text(Group(table, facts))
+    return as_text(Group(*parts, facts))
+
+
+PER_CLASS_ROWS = 20  # more classes: the rest are in metrics.json
+
+
+def per_class_table(rows: dict[str, dict[str, float]]) -> Table:
+    """Precision, recall and support of each class on the test split (best checkpoint)."""
+    table = Table(title="test split per class (best checkpoint)", title_justify="left")
+    for name in ("class", "precision", "recall", "support"):
+        table.add_column(name, justify="left" if name == "class" else "right")
+    for name, row in list(rows.items())[:PER_CLASS_ROWS]:
+        table.add_row(
+            name, _number(row["precision"]), _number(row["recall"]), f"{row['support']:.0f}"
+        )
+    if len(rows) > PER_CLASS_ROWS:
+        table.add_row(f"... {len(rows) - PER_CLASS_ROWS} more in metrics.json", "", "", "")
+    return table
 
 
 def _metric_order(name: str) -> tuple[int, str]:
