@@ -8,11 +8,13 @@ tests/test_data_contract.py); here it runs on the data configs whose module is p
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from lightning import Callback
 
-from platekit.testing import DataContract, finish, launch_train, probe
+from platekit.testing import CrashError, DataContract, finish, launch_train, probe
 
 from support import CONFIG_DIR, QUICK, cli_env, compose_config, module
 
@@ -57,6 +59,48 @@ PLAIN = [
 ]
 
 
+class RowsSeen(Callback):
+    """Records, per epoch, the rows of every training batch (PlainBlobs' last feature)."""
+
+    seen: dict[int, list[int]] = {}  # noqa: RUF012  (shared by the runs of one test)
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, idx: int) -> None:
+        rows = (batch[0][:, 3] * 1000).round().long().tolist()
+        RowsSeen.seen.setdefault(trainer.current_epoch, []).extend(rows)
+
+
+@pytest.mark.slow
+def test_a_plain_datamodule_resumed_mid_epoch_replays_some_rows_and_skips_others(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the plain module's warning says: the step continues, the loader starts over."""
+    rows = [
+        "trusted_classes=[plain_datamodule.PlainBlobs,test_data_contract.RowsSeen]",
+        "+callbacks.rows._target_=test_data_contract.RowsSeen",
+        "callbacks.model_checkpoint.last_every_n_steps=1",
+        "callbacks.early_stopping=null",
+    ]
+    plain = [*PLAIN[1:], *rows]  # 160 train rows in batches of 64: 3 steps an epoch
+    crash = ["+callbacks.crash._target_=platekit.testing.CrashAfter", "+callbacks.crash.step=5"]
+    RowsSeen.seen = {}
+    with pytest.raises(CrashError):
+        train.train(compose_config(tmp_path, [*plain, *crash]))
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["global_step"] == 4  # epoch 1, one batch done
+    first_leg = list(RowsSeen.seen[1][:64])  # the batch the checkpoint holds
+    RowsSeen.seen = {}
+    with caplog.at_level(logging.WARNING):
+        train.train(
+            compose_config(tmp_path, [*plain, f"ckpt_path={tmp_path}/checkpoints/last.ckpt"])
+        )
+    assert "continues at the checkpoint's step with the loader started over" in caplog.text
+    second_leg = RowsSeen.seen[1]
+    assert len(second_leg) == 2 * 64  # two more steps: the epoch's count, as the step says
+    epoch = first_leg + second_leg  # 192 rows drawn for an epoch of 160
+    assert len(set(epoch)) < 160  # some rows never trained on in that epoch
+    assert len(epoch) - len(set(epoch)) > 32  # some twice, not only the short last batch's
+
+
 @pytest.mark.slow
 def test_plain_datamodule_trains_evaluates_and_exports_with_one_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -65,7 +109,10 @@ def test_plain_datamodule_trains_evaluates_and_exports_with_one_warning(
         metrics = train.train(compose_config(tmp_path / "run", PLAIN))
     warnings = [r.getMessage() for r in caplog.records if "not a BaseDataModule" in r.getMessage()]
     assert len(warnings) == 1
-    assert "no exact mid-epoch resume" in warnings[0]
+    assert (
+        "resumed mid-epoch continues at the checkpoint's step with the loader started over"
+        in warnings[0]
+    )
     assert "export checks parity on its test batches" in warnings[0]
     assert metrics["test"]["test/acc"] > 0.8
 

@@ -225,3 +225,57 @@ def test_regression_trains_evaluates_exports_and_predicts_values(tmp_path: Path)
     assert len(rows) == 442
     assert set(rows[0]) == {"input", "value"}
     assert 25 < sum(r["value"] for r in rows) / len(rows) < 346  # within the targets' range
+
+
+def test_class_weights_weigh_the_loss_as_computed_by_hand() -> None:
+    weights = [1.0, 2.0, 5.0]
+    task = module("models").Classification(3, class_weights=weights)
+    logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.2, 0.3], [-1.0, 3.0, 0.0], [0.0, 0.0, 4.0]])
+    targets = torch.tensor([0, 2, 1, 2])
+    nll = -torch.log_softmax(logits, dim=1)[torch.arange(4), targets]
+    w = torch.tensor(weights)[targets]
+    assert task.loss(logits, targets).item() == pytest.approx(((w * nll).sum() / w.sum()).item())
+    plain = module("models").Classification(3).loss(logits, targets).item()
+    assert plain == pytest.approx(nll.mean().item())
+
+
+def test_balanced_class_weights_come_from_the_train_split(tmp_path: Path) -> None:
+    cfg = compose_config(tmp_path, [*SHORT, "model.task.class_weights=balanced"])
+    datamodule, model, _ = module("runtime.run").build_parts(cfg)
+    targets = datamodule.targets("train")
+    counts = torch.bincount(targets, minlength=10).tolist()
+    assert len(set(counts)) > 1  # digits' classes are not all the same size
+    by_hand = [len(targets) / (10 * count) for count in counts]
+    assert model.hparams.task["class_weights"] == pytest.approx(by_hand)
+    assert model.task.class_weights == pytest.approx(by_hand)
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(len(targets), 10, generator=generator)
+    nll = -torch.log_softmax(logits, dim=1)[torch.arange(len(targets)), targets]
+    # Each class weighs the same in total: the loss is the mean over classes of class means.
+    per_class = torch.stack([nll[targets == c].mean() for c in range(10)])
+    weighted = model.task.loss(logits, targets).item()
+    assert weighted == pytest.approx(per_class.mean().item(), rel=1e-5)
+    assert weighted != pytest.approx(nll.mean().item(), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ("[1,2]", r"class_weights has 2 weights but the data has 10 classes"),
+        ("[1,1,1,1,1,1,1,1,1,-1]", r"each weight must be a finite number >= 0"),
+        ("heavy", r"class_weights='heavy': give `balanced` or one weight per class"),
+    ],
+)
+def test_bad_class_weights_are_refused_in_one_line(
+    tmp_path: Path, weights: str, message: str
+) -> None:
+    cfg = compose_config(tmp_path / "run", [*SHORT, f"model.task.class_weights={weights}"])
+    with pytest.raises(UserError, match=message):
+        train.train(cfg)
+    assert not (tmp_path / "run").exists()  # refused before the run directory
+
+
+def test_class_weights_on_a_regression_are_refused(tmp_path: Path) -> None:
+    overrides = [*SHORT, "data=diabetes", "model=mlp", "model.task.class_weights=[1,2]"]
+    with pytest.raises(UserError, match=r"model.task.class_weights is not a setting of Regr"):
+        train.train(compose_config(tmp_path / "run", overrides))

@@ -54,9 +54,12 @@ def warn_if_plain(datamodule: LightningDataModule) -> None:
         return
     log.warning(
         "data module %s is not a BaseDataModule (data/base.py): it trains and Lightning "
-        "shards it under DDP, but a resumed run restarts its interrupted epoch (no exact "
-        "mid-epoch resume), and export checks parity on its test batches as they are "
-        "(no raw inputs, no normalisation baked in); subclass BaseDataModule for both",
+        "shards it under DDP, but a run resumed mid-epoch continues at the checkpoint's "
+        "step with the loader started over (the rest of that epoch takes the first batches "
+        "of a new pass, so some of its rows are trained on twice and others not at all), "
+        "and export checks parity on its test batches as they are (no raw inputs, no "
+        "normalisation baked in); subclass BaseDataModule for an exact resume and an "
+        "export that takes raw inputs",
         type(datamodule).__name__,
     )
 
