@@ -230,3 +230,38 @@ def test_a_resume_keeps_the_checkpoints_model_when_none_is_given(tmp_path: Path)
     assert resumed["epochs"] == 2
     stored = torch.load(last, weights_only=True)["hyper_parameters"]["net"]["_target_"]
     assert stored.endswith(".MLP")
+
+
+OLD_CHECKPOINT = Path(__file__).parent / "data" / "platekit-0.1-mid-epoch.ckpt"
+
+
+@pytest.mark.slow
+def test_a_checkpoint_written_by_platekit_0_1_resumes_in_todays_metric_names(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """0.1's ``acc`` (the mean recall) is read as ``balanced_acc``, which the run goes on
+    monitoring; its weights continue exactly; the epoch it stopped in has no running sums."""
+    old = torch.load(OLD_CHECKPOINT, weights_only=True)
+    assert "train_epoch_sums" not in old
+    stored = old["callbacks"]["MetricHistory"]["epochs"][0]
+    same = ["model=mlp", "model.net.hidden=[8]", "callbacks.model_checkpoint.last_every_n_steps=10"]
+    overrides = [*QUICK, "trainer.max_epochs=3", *same]
+    reference = tmp_path / "reference"
+    train.train(compose_config(reference, overrides))
+    resumed = tmp_path / "resumed"
+    (resumed / "checkpoints").mkdir(parents=True)
+    last = resumed / "checkpoints" / "last.ckpt"
+    last.write_bytes(OLD_CHECKPOINT.read_bytes())
+    caplog.set_level(logging.INFO)
+    metrics = train.train(compose_config(resumed, [*overrides, f"ckpt_path={last}"]))
+    assert "checkpoint written by platekit 0.1" in caplog.text
+    assert "holds no running sums of its unfinished epoch 1" in caplog.text
+    assert (metrics["monitor"], metrics["mode"]) == ("val/balanced_acc", "max")
+    history = torch.load(last, weights_only=True)["callbacks"]["MetricHistory"]["epochs"]
+    assert history[0]["val/balanced_acc"] == stored["val/acc"]
+    assert history[0]["train/balanced_acc"] == stored["train/acc"]
+    assert "val/acc" not in history[0]  # 0.1 never computed the plain accuracy
+    assert {"val/acc", "val/balanced_acc"} <= set(history[2])
+    expected, actual = final_state(reference), final_state(resumed)
+    for key, tensor in expected.items():
+        assert torch.equal(actual[key], tensor), key

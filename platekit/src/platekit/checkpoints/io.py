@@ -22,6 +22,7 @@ from torch import nn
 from ..cli.errors import UserError, first_line
 from ..runtime.files import write_atomic
 from .integrity import check_finite, seal, verify
+from .upgrade import upgrade
 
 LISTED_KEYS = 10  # how many key names an error message lists
 # torch 2.13: "Trying to load unsupported GLOBAL posix.system whose module posix is blocked"
@@ -64,6 +65,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         )
     verify(checkpoint, path)
     check_finite(checkpoint["state_dict"], path)
+    upgrade(checkpoint)  # platekit 0.1's metric names
     return checkpoint
 
 

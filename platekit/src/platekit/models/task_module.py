@@ -19,13 +19,13 @@ from torch.optim import Optimizer
 from torchmetrics import Metric as TorchMetric
 
 from ..checkpoints.registry import active
+from ..checkpoints.upgrade import EPOCH_SUMS_KEY  # the training epoch's running sums
 from ..cli.errors import UserError
 from ..runtime.config import to_plain
 from .tasks import GRAD_NORM, LOSS, TEST, TRAIN, VAL, Regression, Task
 
 Batch = tuple[Tensor, Tensor]
 
-EPOCH_SUMS_KEY = "train_epoch_sums"  # the training epoch's running sums, in a checkpoint
 
 log = logging.getLogger(__name__)
 
