@@ -79,4 +79,5 @@ def test_eval_into_a_pipe_draws_no_bar(trained: dict[str, Any], tmp_path: Path) 
     assert result.returncode == 0, result.stderr[-2000:]
     output = result.stdout + result.stderr
     assert "━" not in output  # the project's display: plain lines when not a terminal
-    assert re.search(r"test/loss \d\.\d{4}  test/acc \d\.\d{4} on ", result.stdout)
+    scores = r"test/loss \d\.\d{4}  test/acc \d\.\d{4}  test/balanced_acc \d\.\d{4} on "
+    assert re.search(scores, result.stdout)

@@ -99,6 +99,10 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # classes' settings
     ("data", MAPPING),
     ("model.task", null_or(MAPPING)),
+    # the task's settings where model.task names no class (it follows the data); the task
+    # checks both when the model is built, before the run starts (models/tasks.py)
+    ("model.task.monitor", null_or(text("balanced_acc"))),
+    ("model.task.class_weights", passed("the task (models/tasks.py)")),
     ("optimizer", null_or(MAPPING)),
     ("scheduler", null_or(MAPPING)),
     ("model.optimizer", null_or(MAPPING)),
