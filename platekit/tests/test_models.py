@@ -102,3 +102,18 @@ def test_epoch_sums_round_trip_through_a_checkpoint() -> None:
         other.update(torch.tensor(1.0), torch.eye(3)[[2]], torch.tensor([2]))
     assert resumed.compute() == stats.compute()
     assert resumed.compute()["loss"].item() == pytest.approx(5 / 3)
+
+
+def test_a_regressions_epoch_sums_round_trip_through_the_default_state_dict() -> None:
+    """Stats' default state is every tensor attribute: a task's own Stats need no code."""
+    stats = module("models").Regression().epoch_stats()
+    stats.reset(torch.device("cpu"))
+    stats.update(torch.tensor(0.5), torch.tensor([[1.0], [2.0]]), torch.tensor([1.5, 2.5]))
+    state = stats.state_dict()
+    assert set(state) == {"sums"}
+    resumed = module("models").Regression().epoch_stats()
+    resumed.load_state_dict(state, torch.device("cpu"))
+    for other in (stats, resumed):
+        other.update(torch.tensor(2.0), torch.tensor([[0.0]]), torch.tensor([3.0]))
+    assert resumed.compute() == stats.compute()
+    assert resumed.compute()["mae"].item() == pytest.approx((0.5 + 0.5 + 3.0) / 3)
