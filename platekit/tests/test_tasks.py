@@ -277,5 +277,6 @@ def test_bad_class_weights_are_refused_in_one_line(
 
 def test_class_weights_on_a_regression_are_refused(tmp_path: Path) -> None:
     overrides = [*SHORT, "data=diabetes", "model=mlp", "model.task.class_weights=[1,2]"]
+    overrides.append(f"paths.data_dir={tmp_path / 'data'}")
     with pytest.raises(UserError, match=r"model.task.class_weights is not a setting of Regr"):
         train.train(compose_config(tmp_path / "run", overrides))
