@@ -181,3 +181,25 @@ def test_a_resume_keeps_the_checkpoints_model_when_none_is_given(tmp_path: Path)
     assert resumed["epochs"] == 2
     stored = torch.load(last, weights_only=True)["hyper_parameters"]["net"]["_target_"]
     assert stored.endswith(".MLP")
+
+
+def test_a_callback_setting_a_resume_would_ignore_is_refused(
+    trained: dict[str, Any], tmp_path: Path
+) -> None:
+    """Lightning's EarlyStopping takes its patience back from the checkpoint on a resume."""
+    last = trained["run_dir"] / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, weights_only=True)
+    [stored] = [s["patience"] for k, s in checkpoint["callbacks"].items() if "EarlyStopping" in k]
+    given = [f"callbacks.early_stopping.patience={stored + 4}"]
+    cfg = compose_config(tmp_path / "run", [*QUICK, f"ckpt_path={last}", *given])
+    with pytest.raises(
+        module("cli.errors").UserError,
+        match=rf"patience={stored + 4} but .* restores its EarlyStopping state "
+        rf"\(callbacks.early_stopping.patience={stored}\).*would be ignored.*init_from=",
+    ):
+        module("train").train(cfg, overrides=given)
+    assert not (tmp_path / "run").exists()  # refused before the run directory
+    settings = module("checkpoints.run_settings")
+    same = [f"callbacks.early_stopping.patience={stored}"]  # the checkpoint's own value passes
+    settings.refuse_ignored_callback_settings(checkpoint, same, str(last))
+    settings.refuse_ignored_callback_settings({"callbacks": {}}, given, str(last))  # none stored

@@ -38,6 +38,7 @@ from ..cli.errors import UserError
 from ..cli.hints import first_line
 from ..project import current
 from ..sweeps.config import (
+    Direction,
     SweepSettings,
     check_keys,
     check_one_process,
@@ -130,7 +131,7 @@ def open_study(
 
 
 def create_or_load(
-    name: str, storage: BaseStorage, direction: str, pruner: BasePruner
+    name: str, storage: BaseStorage, direction: Direction, pruner: BasePruner
 ) -> optuna.Study:
     """Create the study, or load it when another sweep created it at the same moment."""
     for attempt in range(CREATE_ATTEMPTS):
