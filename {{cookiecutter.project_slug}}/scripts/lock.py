@@ -19,6 +19,7 @@ import platform
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,8 +105,11 @@ def minor(version: str) -> tuple[int, ...]:
 def outdated(root: Path) -> list[str]:
     """Lines naming the direct pins a minor release or more behind the index's newest."""
     behind, held, unknown = [], [], []
-    for name, (version, reason) in direct_pins(root).items():
-        latest = newest(name)
+    pinned = direct_pins(root)
+    with ThreadPoolExecutor(max_workers=8) as pool:  # one index query per pin, side by side
+        latest_of = dict(zip(pinned, pool.map(newest, pinned), strict=True))
+    for name, (version, reason) in pinned.items():
+        latest = latest_of[name]
         if latest is None:
             unknown.append(name)
         elif minor(latest) > minor(version):
