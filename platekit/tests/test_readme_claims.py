@@ -9,6 +9,7 @@
 """
 
 import difflib
+import json
 import re
 import shlex
 import shutil
@@ -157,6 +158,10 @@ def test_every_internal_link_names_a_heading(doc: str) -> None:
     anchors = {github_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", prose, re.MULTILINE)}
     links = re.findall(r"\]\(#([^)]+)\)", prose)
     assert [link for link in links if link not in anchors] == []
+    for target, anchor in re.findall(r"\]\(([\w./-]+\.md)#([^)]+)\)", prose):
+        other = BLOCK.sub("", (DOCS[doc].parent / target).read_text())
+        headings = {github_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", other, re.MULTILINE)}
+        assert anchor in headings, f"{target}#{anchor}"
 
 
 PATH = re.compile(
@@ -346,3 +351,23 @@ def test_every_setting_a_document_names_is_one_the_project_takes(
             for value in ("1", "0.1", "true", "null", ".")
         ]
     assert any(accepted(overrides) for overrides in options) != refused, f"{doc}: `{span}`"
+
+
+def test_the_template_options_table_lists_every_question_and_choice() -> None:
+    if "template README.md" not in docs_present():
+        pytest.skip("the template README is not in this checkout")
+    questions = json.loads((TEMPLATE / "cookiecutter.json").read_text())
+    text = DOCS["template README.md"].read_text()
+    table = text[text.index("| question | default |") :].split("\n\n", 1)[0]
+    rows = {  # the question(s) of the first cell: the row
+        name: row
+        for row in table.splitlines()[2:]
+        for name in re.findall(r"`(\w+)`", row.split("|")[1])
+    }
+    for name, answer in questions.items():
+        if name.startswith("_"):
+            continue
+        assert name in rows, name
+        for choice in answer if isinstance(answer, list) else []:
+            assert re.search(rf"\b{re.escape(choice)}\b", rows[name]), (name, choice)
+    assert set(rows) <= set(questions)
