@@ -203,3 +203,17 @@ def test_a_callback_setting_a_resume_would_ignore_is_refused(
     same = [f"callbacks.early_stopping.patience={stored}"]  # the checkpoint's own value passes
     settings.refuse_ignored_callback_settings(checkpoint, same, str(last))
     settings.refuse_ignored_callback_settings({"callbacks": {}}, given, str(last))  # none stored
+
+
+def test_a_model_setting_given_on_a_resume_applies(tmp_path: Path) -> None:
+    """Not ignored, so not refused: the net is built from the config, then the weights load
+    (a net they do not fit is refused when its weights load)."""
+    first = [*QUICK, "model=mlp", "trainer.max_epochs=1"]
+    metrics = module("train").train(compose_config(tmp_path / "run", first), overrides=first)
+    last = Path(metrics["run_dir"]) / "checkpoints" / "last.ckpt"
+    again = [*QUICK, "model=mlp", "model.net.dropout=0.25", "trainer.max_epochs=2"]
+    again.append(f"ckpt_path={last}")
+    resumed = module("train").train(compose_config(tmp_path / "run", again), overrides=again)
+    assert resumed["epochs"] == 2
+    stored = torch.load(last, weights_only=True)["hyper_parameters"]["net"]
+    assert stored["dropout"] == 0.25
