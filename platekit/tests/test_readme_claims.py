@@ -371,3 +371,30 @@ def test_the_template_options_table_lists_every_question_and_choice() -> None:
         for choice in answer if isinstance(answer, list) else []:
             assert re.search(rf"\b{re.escape(choice)}\b", rows[name]), (name, choice)
     assert set(rows) <= set(questions)
+
+
+# What a data config's comment may claim of its data, and how the data module shows it.
+DATA_CLAIMS = {
+    r"([\d,]+) (?:rows|patients|8x8 grey images)": lambda info: sum(info.split_sizes.values()),
+    r"(\d+) (?:features|measurements)": lambda info: info.input_shape[-1],
+    r"(\d+) (?:classes|cultivars)": lambda info: info.num_classes,
+    r"(\d+)x\d+ grey": lambda info: info.input_shape[-1],
+}
+
+
+@pytest.mark.parametrize("option", ["digits", "diabetes", "csv"])
+def test_the_numbers_a_data_config_claims_are_its_data(option: str, tmp_path: Path) -> None:
+    comments = " ".join(
+        line for line in (CONFIG_DIR / "data" / f"{option}.yaml").read_text().splitlines()
+        if line.startswith("#")
+    )  # fmt: skip
+    cfg = compose_config(tmp_path, [f"data={option}", f"paths.data_dir={tmp_path}"])
+    info = instantiate(cfg.data).info
+    claims = {
+        pattern: int(match.group(1).replace(",", ""))
+        for pattern in DATA_CLAIMS
+        if (match := re.search(pattern, comments))
+    }
+    assert claims, f"configs/data/{option}.yaml claims no number this test knows"
+    for pattern, claimed in claims.items():
+        assert DATA_CLAIMS[pattern](info) == claimed, (option, pattern)
