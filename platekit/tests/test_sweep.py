@@ -124,6 +124,7 @@ def test_mistakes_stop_the_sweep_with_one_line_before_any_trial(tmp_path: Path) 
         ("sweep.n_trials=0",): r"sweep\.n_trials=0 must be a positive number",
         ("sweep.heartbeat_s=60", "sweep.stale_after_s=60"): r"must exceed twice",
         ("sweep.sampler._target_=optuna.samplers.Nope",): r"sweep\.sampler cannot be built",
+        ("sweep.sampler=null",): r"sweep\.sampler is null; name a sampler",
         ("--multirun",): r"--multirun is not an option of sweep",
         ("trainer=ddp_cpu",): r"trainer\.devices=2, num_nodes=1, strategy=.*DDPStrategy: a sweep "
         r"trial trains on one device",

@@ -147,10 +147,15 @@ def create_or_load(
     raise AssertionError("unreachable")
 
 
-def sampler_factory(node: DictConfig) -> Callable[[int], optuna.samplers.BaseSampler]:
+def sampler_factory(node: DictConfig | None) -> Callable[[int], optuna.samplers.BaseSampler]:
     """Trial number -> its sampler. A seeded sampler is seeded ``seed + trial number`` so
     workers that start together, or a resumed study, never replay one another's draws,
     and a one-worker sweep is reproducible."""
+    if node is None:  # Optuna would pick its own default sampler, unseeded: not reproducible
+        raise UserError(
+            "sweep.sampler is null; name a sampler, e.g. sweep.sampler._target_="
+            "optuna.samplers.TPESampler with sweep.sampler.seed=${seed} (see the config)"
+        )
     shared = build(node, "sampler")  # a bad sampler fails here, before any trial
     seed = node.get("seed")
     if seed is None:
