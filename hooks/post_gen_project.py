@@ -76,7 +76,7 @@ def start_git_repository(root: Path) -> str:
         return manual
     if git("add", "-A", cwd=root).returncode != 0:
         return "  git add -A   # stage the baked files\n"
-    return '  git commit -m "Bake from torchplate"   # every baked file is staged\n'
+    return '  git commit -m "Bake from torchplate"   # every file is staged; needs a git identity\n'
 
 
 def main() -> None:
@@ -87,9 +87,9 @@ def main() -> None:
     print(
         f"\nBaked {SLUG}. Next steps:\n"
         f"  cd {SLUG}\n"
-        f"{git_step}"
         "  make train   # builds .venv from requirements.lock, then trains\n"
         "  make test\n"
+        f"{git_step}"
     )
 
 

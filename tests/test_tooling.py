@@ -119,7 +119,8 @@ def test_environment_yml_takes_every_pin_from_the_lock(default_project: Path) ->
     assert env["name"] == "digits-classifier"
     assert "python=3.11" in env["dependencies"]
     [pip_section] = [item for item in env["dependencies"] if isinstance(item, dict)]
-    assert pip_section["pip"] == ["-r requirements.lock"]  # no pin written twice
+    cpu_torch = "--extra-index-url https://download.pytorch.org/whl/cpu"  # torch 2.13.0 (CPU)
+    assert pip_section["pip"] == [cpu_torch, "-r requirements.lock"]  # no pin written twice
     assert (default_project / ".python-version").read_text().strip() == "3.11"
 
 

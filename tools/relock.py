@@ -34,6 +34,7 @@ def locked(name: str, answers: dict[str, str], scratch: Path) -> list[str]:
         cookiecutter(str(TEMPLATE), no_input=True, output_dir=str(scratch / name),
                      extra_context={**BASE, **answers})
     )  # fmt: skip
+    print(f"make lock in a bake with {answers or 'the default answers'}:", flush=True)
     subprocess.run([sys.executable, "scripts/lock.py"], cwd=project, check=True)
     return (project / "requirements.lock").read_text().splitlines()
 

@@ -265,3 +265,39 @@ def test_a_checkpoint_written_by_platekit_0_1_resumes_in_todays_metric_names(
     expected, actual = final_state(reference), final_state(resumed)
     for key, tensor in expected.items():
         assert torch.equal(actual[key], tensor), key
+
+
+def test_a_callback_setting_a_resume_would_ignore_is_refused(
+    trained: dict[str, Any], tmp_path: Path
+) -> None:
+    """Lightning's EarlyStopping takes its patience back from the checkpoint on a resume."""
+    last = trained["run_dir"] / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, weights_only=True)
+    [stored] = [s["patience"] for k, s in checkpoint["callbacks"].items() if "EarlyStopping" in k]
+    given = [f"callbacks.early_stopping.patience={stored + 4}"]
+    cfg = compose_config(tmp_path / "run", [*QUICK, f"ckpt_path={last}", *given])
+    with pytest.raises(
+        module("cli.errors").UserError,
+        match=rf"patience={stored + 4} but .* restores its EarlyStopping state "
+        rf"\(callbacks.early_stopping.patience={stored}\).*would be ignored.*init_from=",
+    ):
+        module("train").train(cfg, overrides=given)
+    assert not (tmp_path / "run").exists()  # refused before the run directory
+    settings = module("checkpoints.run_settings")
+    same = [f"callbacks.early_stopping.patience={stored}"]  # the checkpoint's own value passes
+    settings.refuse_ignored_callback_settings(checkpoint, same, str(last))
+    settings.refuse_ignored_callback_settings({"callbacks": {}}, given, str(last))  # none stored
+
+
+def test_a_model_setting_given_on_a_resume_applies(tmp_path: Path) -> None:
+    """Not ignored, so not refused: the net is built from the config, then the weights load
+    (a net they do not fit is refused when its weights load)."""
+    first = [*QUICK, "model=mlp", "trainer.max_epochs=1"]
+    metrics = module("train").train(compose_config(tmp_path / "run", first), overrides=first)
+    last = Path(metrics["run_dir"]) / "checkpoints" / "last.ckpt"
+    again = [*QUICK, "model=mlp", "model.net.dropout=0.25", "trainer.max_epochs=2"]
+    again.append(f"ckpt_path={last}")
+    resumed = module("train").train(compose_config(tmp_path / "run", again), overrides=again)
+    assert resumed["epochs"] == 2
+    stored = torch.load(last, weights_only=True)["hyper_parameters"]["net"]
+    assert stored["dropout"] == 0.25

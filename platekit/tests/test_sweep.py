@@ -124,6 +124,7 @@ def test_mistakes_stop_the_sweep_with_one_line_before_any_trial(tmp_path: Path) 
         ("sweep.n_trials=0",): r"sweep\.n_trials=0 must be a positive number",
         ("sweep.heartbeat_s=60", "sweep.stale_after_s=60"): r"must exceed twice",
         ("sweep.sampler._target_=optuna.samplers.Nope",): r"sweep\.sampler cannot be built",
+        ("sweep.sampler=null",): r"sweep\.sampler is null; name a sampler",
         ("--multirun",): r"--multirun is not an option of sweep",
         ("trainer=ddp_cpu",): r"trainer\.devices=2, num_nodes=1, strategy=.*DDPStrategy: a sweep "
         r"trial trains on one device",
@@ -262,3 +263,19 @@ def test_grid_multirun_gives_each_combination_a_run(tmp_path: Path) -> None:
         for job in ("0", "1")
     ]
     assert [net.rsplit(".", 1)[1] for net in nets] == ["SmallCNN", "MLP"]
+
+
+@pytest.mark.slow
+def test_a_seeded_sweep_repeats_its_draws(tmp_path: Path) -> None:
+    # One random start, then TPE proper: both draw the same values under the same seed.
+    command = ["sweep.n_trials=3", "sweep.sampler.n_startup_trials=1", "seed=3", *TINY]
+    draws = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        result = run_cli("sweep", *command, cwd=tmp_path / name)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        study = load(tmp_path / name)
+        assert states(study) == ["COMPLETE"] * 3
+        draws.append([trial.params for trial in study.trials])
+    assert draws[0] == draws[1]
+    assert len({tuple(sorted(params.items())) for params in draws[0]}) == 3

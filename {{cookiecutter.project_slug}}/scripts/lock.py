@@ -7,6 +7,11 @@ same lock serves the CPU and the CUDA builds of torch. Names are written normali
 (``pre-commit``, not ``pre_commit``). The requirements files' own index lines
 (``--find-links vendor``: platekit's wheel) head the lock too, so ``pip install -r
 requirements.lock`` alone finds what they find (the Dockerfile, environment.yml).
+
+Then it asks the package index (``pip index versions``, online) for each direct pin's newest
+release and lists the pins a minor release or more behind it: the ones to update, and the
+ones held back on purpose, each with the reason its ``# held back: ...`` comment gives.
+``--no-outdated`` skips that.
 """
 
 import json
@@ -14,6 +19,7 @@ import platform
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +28,8 @@ LOCK = ROOT / "requirements.lock"
 # pip options that say where packages come from; paths are relative to the file, and the
 # lock lies beside the requirements files.
 INDEX_OPTION = re.compile(r"^\s*(--find-links|--index-url|--extra-index-url|-f|-i)[\s=]+(\S+)")
+# A direct pin ``name==version``, and the reason of a ``# held back: reason`` comment after it.
+DIRECT_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)(?:.*#\s*held back:\s*(.+))?")
 
 
 def resolve(requirements: Path) -> dict[str, str]:
@@ -67,13 +75,68 @@ def render(pins: dict[str, str], options: list[str]) -> str:
     return header + "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def direct_pins(root: Path) -> dict[str, tuple[str, str | None]]:
+    """``{name: (version, held-back reason or None)}`` of the requirements*.txt pins."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for path in sorted(root.glob("requirements*.txt")):
+        for line in path.read_text().splitlines():
+            if match := DIRECT_PIN.match(line.strip()):
+                found[normalise(match.group(1))] = (match.group(2), match.group(3))
+    return found
+
+
+def newest(name: str) -> str | None:
+    """The newest release the index has of ``name`` (None: not there, or offline)."""
+    command = [sys.executable, "-m", "pip", "index", "versions", name]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    match = re.search(r"^Available versions:\s*([^,\s]+)", result.stdout, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def minor(version: str) -> tuple[int, ...]:
+    """``(major, minor)`` of a release such as ``2.13.0``; missing parts are 0."""
+    numbers = [int(part) for part in re.findall(r"\d+", version.split("+", 1)[0])[:2]]
+    return tuple(numbers + [0] * (2 - len(numbers)))
+
+
+def outdated(root: Path) -> list[str]:
+    """Lines naming the direct pins a minor release or more behind the index's newest."""
+    behind, held, unknown = [], [], []
+    pinned = direct_pins(root)
+    with ThreadPoolExecutor(max_workers=8) as pool:  # one index query per pin, side by side
+        latest_of = dict(zip(pinned, pool.map(newest, pinned), strict=True))
+    for name, (version, reason) in pinned.items():
+        latest = latest_of[name]
+        if latest is None:
+            unknown.append(name)
+        elif minor(latest) > minor(version):
+            line = f"  {name}=={version} (newest {latest})"
+            if reason:
+                held.append(f"{line}: {reason}")
+            else:
+                behind.append(line)
+    lines = []
+    if behind:
+        lines += ["pins behind the newest release: update them, then run make lock again", *behind]
+    if held:
+        lines += ["held back on purpose:", *held]
+    if unknown:
+        lines.append(f"not checked (not on the index, or offline): {', '.join(unknown)}")
+    return lines or ["every direct pin is within a patch release of the newest"]
+
+
+def main(argv: list[str]) -> None:
     text = render(resolve(ROOT / SOURCE), index_options(ROOT))
     tmp = LOCK.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(LOCK)
     print(f"wrote {LOCK.name}: {text.count('==')} pins")
+    if "--no-outdated" not in argv:
+        print("\n".join(outdated(ROOT)))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

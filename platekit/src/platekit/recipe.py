@@ -37,6 +37,7 @@ from .checkpoints.run_settings import (
     command_line_overrides,
     keep_model,
     keep_run_settings,
+    refuse_ignored_callback_settings,
     refuse_ignored_optimizer_settings,
 )
 from .cli.console import log_config, log_file_names
@@ -114,6 +115,7 @@ class TrainRun:
             keep_run_settings(cfg, resumed, explicit, str(ckpt_path))
             keep_model(cfg, resumed, explicit, str(ckpt_path))
             refuse_ignored_optimizer_settings(cfg, resumed, explicit, str(ckpt_path))
+            refuse_ignored_callback_settings(resumed, explicit, str(ckpt_path))
         threads = choose_threads(
             cfg.get("threads"),
             cfg.trainer.get("devices"),

@@ -142,6 +142,43 @@ def refuse_ignored_optimizer_settings(
                 )
 
 
+# Callback settings whose value a resume takes from the checkpoint's callback state, so a new
+# value would not apply: {config key: (the state's key prefix, the state's field)}. Lightning's
+# EarlyStopping restores its patience with its wait count. (trainer.max_epochs, the schedule's
+# settings and model/data settings are applied or refused elsewhere.)
+RESTORED_CALLBACK_SETTINGS = {
+    "callbacks.early_stopping.patience": ("EarlyStopping", "patience"),
+}
+
+
+def refuse_ignored_callback_settings(
+    checkpoint: dict[str, Any], overrides: Sequence[str], source: str
+) -> None:
+    """An explicit callback setting a resume restores from the checkpoint: refuse it in one line.
+
+    A value equal to the checkpoint's passes; so does any value when the checkpoint holds no
+    state of that callback (it was off in the first run, and starts fresh now).
+    """
+    states = checkpoint.get("callbacks") or {}
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if key not in RESTORED_CALLBACK_SETTINGS:
+            continue
+        prefix, field_name = RESTORED_CALLBACK_SETTINGS[key]
+        stored = [
+            state[field_name]
+            for name, state in states.items()
+            if str(name).startswith(prefix) and isinstance(state, dict) and field_name in state
+        ]
+        if stored and str(stored[0]) != value.strip():
+            raise UserError(
+                f"{override} but the checkpoint '{source}' restores its {prefix} state "
+                f"({key}={stored[0]}): on a resume the new value would be ignored; drop it to "
+                f"resume, or start a new run from its weights with init_from={source} {override}"
+            )
+
+
 def same_class(target: Any, other: str) -> bool:
     """Whether two ``_target_`` strings name one class (``data.X`` is ``data.module.X``).
 

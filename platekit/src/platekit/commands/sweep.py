@@ -38,6 +38,7 @@ from ..cli.errors import UserError
 from ..cli.hints import first_line
 from ..project import current
 from ..sweeps.config import (
+    Direction,
     SweepSettings,
     check_keys,
     check_one_process,
@@ -130,7 +131,7 @@ def open_study(
 
 
 def create_or_load(
-    name: str, storage: BaseStorage, direction: str, pruner: BasePruner
+    name: str, storage: BaseStorage, direction: Direction, pruner: BasePruner
 ) -> optuna.Study:
     """Create the study, or load it when another sweep created it at the same moment."""
     for attempt in range(CREATE_ATTEMPTS):
@@ -146,10 +147,15 @@ def create_or_load(
     raise AssertionError("unreachable")
 
 
-def sampler_factory(node: DictConfig) -> Callable[[int], optuna.samplers.BaseSampler]:
+def sampler_factory(node: DictConfig | None) -> Callable[[int], optuna.samplers.BaseSampler]:
     """Trial number -> its sampler. A seeded sampler is seeded ``seed + trial number`` so
     workers that start together, or a resumed study, never replay one another's draws,
     and a one-worker sweep is reproducible."""
+    if node is None:  # Optuna would pick its own default sampler, unseeded: not reproducible
+        raise UserError(
+            "sweep.sampler is null; name a sampler, e.g. sweep.sampler._target_="
+            "optuna.samplers.TPESampler with sweep.sampler.seed=${seed} (see the config)"
+        )
     shared = build(node, "sampler")  # a bad sampler fails here, before any trial
     seed = node.get("seed")
     if seed is None:

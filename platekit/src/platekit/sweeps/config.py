@@ -3,7 +3,7 @@
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
@@ -27,7 +27,8 @@ HOW_TO_RUN = (
     "sweep.heartbeat_s",
     "sweep.stale_after_s",
 )
-DIRECTIONS = ("maximize", "minimize")
+Direction = Literal["maximize", "minimize"]
+DIRECTIONS: tuple[Direction, ...] = ("maximize", "minimize")
 _ABSENT = object()
 
 
@@ -36,7 +37,7 @@ class SweepSettings:
     study: str
     study_dir: Path
     storage: str
-    direction: str
+    direction: Direction
     metric: str
     n_trials: int
     workers: int
@@ -102,7 +103,7 @@ def settings_of(cfg: DictConfig) -> SweepSettings:
         study=study,
         study_dir=Path(cfg.paths.log_dir) / cfg.task_name / "sweeps" / study,
         storage=str(sweep.storage),
-        direction=str(sweep.direction),
+        direction=cast(Direction, str(sweep.direction)),  # one of DIRECTIONS: checked above
         metric=str(cfg.optimized_metric),
         n_trials=int(sweep.n_trials),
         workers=int(sweep.workers),

@@ -1,0 +1,57 @@
+"""`make lock` lists the direct pins a minor release or more behind the package index's
+newest, and names those held back on purpose with the reason their comment gives."""
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = (
+    Path(__file__).resolve().parents[1] / "{{cookiecutter.project_slug}}" / "scripts" / "lock.py"
+)
+
+
+def lock_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("baked_lock", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["baked_lock"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_outdated_pins_are_listed_and_held_ones_give_their_reason(tmp_path: Path) -> None:
+    lock = lock_script()
+    newest = lock.newest("pytest")
+    if newest is None:
+        pytest.skip("the package index cannot be reached")
+    old = f"{int(newest.split('.')[0]) - 1}.0.0"  # a major release behind
+    (tmp_path / "requirements.txt").write_text(
+        f"--find-links vendor\npytest=={old}\n"
+        f"pytest-xdist==1.0.0  # held back: a test of the reason\n"
+        f"no-such-package-torchplate-test==1.0.0\n"
+    )
+    (tmp_path / "requirements-dev.txt").write_text(
+        f"-r requirements.txt\npip=={lock.newest('pip')}\n"
+    )
+    lines = lock.outdated(tmp_path)
+    assert lines[0].startswith("pins behind the newest release")
+    assert f"  pytest=={old} (newest {newest})" in lines
+    held = lines.index("held back on purpose:")
+    assert lines[held + 1].startswith("  pytest-xdist==1.0.0 (newest ")
+    assert lines[held + 1].endswith("): a test of the reason")
+    assert (
+        lines[-1] == "not checked (not on the index, or offline): no-such-package-torchplate-test"
+    )
+    assert not any(line.startswith("  pip==") for line in lines)  # the newest is not listed
+
+
+def test_every_held_back_pin_of_the_bake_gives_a_reason() -> None:
+    lock = lock_script()
+    pins = lock.direct_pins(SCRIPT.parents[1])
+    held = {name: reason for name, (_, reason) in pins.items() if reason}
+    assert set(held) == {"torch", "omegaconf"}
+    assert "hydra-core 1.3.8 requires omegaconf<2.4" in held["omegaconf"]
+    assert "CPU build" in held["torch"]
