@@ -140,6 +140,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("batch_sizes", list_of(integer(1, example=1), example="[1,7,64]")),
     ("tolerance", number(above=0.0, example=1e-4)),
     ("repeats", integer(1, example=50)),
+    ("verbose", flag()),  # export: the ONNX exporter's own progress lines
     # predict and serve
     ("max_image_pixels", integer(1, example=16777216)),
     ("host", text("127.0.0.1")),
@@ -149,7 +150,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("access_log", flag()),
     ("bench.steps", integer(1, example=200)),
     ("bench.warmup", integer(0, example=10)),
-    ("bench.repeats", integer(1, example=5)),
+    ("bench.repeats", integer(1, example=6)),
+    ("bench.max_pairs", integer(1, example=20)),
     ("bench.data_batches", integer(1, example=200)),
     ("bench.startup_runs", integer(0, example=3)),
     ("bench.command_runs", integer(0, example=1)),
