@@ -47,8 +47,10 @@ from .data.adapters import warn_if_plain
 from .data.info import DataInfo
 from .models.tasks import Task, task_of
 from .reporting.plots import write_plots
+from .reporting.speed import TrainSpeed
 from .reporting.stopping import early_stop, stop_message
 from .reporting.summary import best_row, objective, summarize, summary_table
+from .runtime.clock import run_origin
 from .runtime.files import write_json
 from .runtime.run import (
     as_floats,
@@ -87,7 +89,10 @@ class TrainRun:
     ckpt_path: Path | None = None
     resumed: dict[str, Any] | None = None
     init_from: dict[str, Any] | None = None
-    started: float = field(default_factory=time.perf_counter)
+    origin: float = field(default_factory=time.perf_counter)  # what wall time counts from
+    started: float = field(default_factory=time.perf_counter)  # the recipe's first line
+    fit_started: float | None = None
+    speed: TrainSpeed = field(default_factory=TrainSpeed)
     run_dir: Path = Path()
     task: Task | None = None
     history: MetricHistory = field(default_factory=MetricHistory)
@@ -105,6 +110,7 @@ class TrainRun:
                 change its data split); by default the command line's.
         """
         started = time.perf_counter()
+        origin = run_origin()  # the process's start, for the first run in a process
         trust(cfg.get("trusted_classes"))  # classes a model or checkpoint may name
         ckpt_path, resumed, init_from = starting_point(cfg)
         if resumed is not None:
@@ -120,7 +126,7 @@ class TrainRun:
         )
         apply_threads(threads)  # results differ in the last bits between thread counts
         seed_everything(cfg.seed, workers=True, verbose=False)  # the initial weights depend on it
-        return cls(cfg, threads, ckpt_path, resumed, init_from, started)
+        return cls(cfg, threads, ckpt_path, resumed, init_from, origin, started)
 
     def trainer(
         self,
@@ -143,7 +149,7 @@ class TrainRun:
         warn_if_plain(datamodule)
         self.task = task_of(model)
         self.confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
-        extra = [self.history, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
+        extra = [self.history, self.speed, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
         trainer = build_trainer(
             cfg,
             callbacks=extra + ([self.confusion] if self.confusion else []),
@@ -174,7 +180,7 @@ class TrainRun:
         self, trainer: Trainer, model: LightningModule, datamodule: LightningDataModule
     ) -> bool:
         """``trainer.fit`` from the starting checkpoint; False if a signal stopped it."""
-        fit_started = time.perf_counter()
+        fit_started = self.fit_started = time.perf_counter()
         arm_requeue()  # SLURM: near the time limit, stop as on SIGTERM, then requeue
         try:
             with explain_failures(self.cfg):
@@ -225,16 +231,6 @@ class TrainRun:
             "world_size": trainer.world_size,
             "run_dir": str(self.run_dir),
         }
-        wall_seconds = time.perf_counter() - self.started
-        metrics |= summarize(
-            epochs,
-            trainer.global_step,
-            self.fit_seconds,
-            wall_seconds,
-            self.task.monitor,
-            self.task.mode,
-        )
-        metrics["early_stop"] = stop
         if trainer.is_global_zero:
             write_plots(
                 self.run_dir / "plots",
@@ -244,6 +240,17 @@ class TrainRun:
                 best_epoch=best_epoch,
                 stopped_epoch=stop["epoch"] if stop else None,
             )
+        metrics |= summarize(  # read last, so the wall time holds the plots too
+            epochs,
+            self.speed.clock,
+            wall_seconds=time.perf_counter() - self.origin,
+            startup_seconds=(self.fit_started or self.started) - self.origin,
+            imports_seconds=self.started - self.origin,
+            monitor=self.task.monitor,
+            mode=self.task.mode,
+        )
+        metrics["early_stop"] = stop
+        if trainer.is_global_zero:
             write_json(self.run_dir / "metrics.json", metrics)
             report(self.run_dir, metrics)
         return metrics
