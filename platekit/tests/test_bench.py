@@ -180,3 +180,14 @@ def test_bench_says_data_bound_when_decoding_dominates_and_names_the_cache(
     assert data["verdict"] == "data-bound", data
     assert data["data_share"] > 0.35, data  # the verdict says data-bound from 0.25
     assert data["helps"][0].startswith("data.cache_decoded=true")
+
+
+def test_a_bench_yaml_written_before_max_pairs_gets_the_default() -> None:
+    from omegaconf import OmegaConf
+
+    older = OmegaConf.create({"steps": 200, "warmup": 10, "repeats": 5, "data_batches": 200,
+                              "boundary_epochs": 8, "startup_runs": 3, "command_runs": 1,
+                              "clock": "wall"})  # fmt: skip
+    OmegaConf.set_struct(older, True)  # as Hydra hands it over
+    bench.check_options(older)  # no KeyError
+    assert bench.max_pairs(older) == bench.DEFAULT_MAX_PAIRS == 20

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 TARGET_OVER_BARE = 0.97
 TARGET_ABOVE_IMPORT_S = 1.5  # time to first step minus `python -c "import lightning"`
 TARGET_BOUNDARY_STEPS = 2.0  # an epoch boundary's extra time, in steps of the model
+DEFAULT_MAX_PAIRS = 20  # rounds of the loop comparison at most, unless bench.max_pairs says
 # Without workers a step waits for its batch: data-bound when the data path takes this share
 # of each step or more (making it free would then speed training up by a third or more).
 DATA_BOUND_SHARE = 0.25
@@ -120,7 +121,7 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
             "steps": options.steps,
             "warmup": options.warmup,
             "repeats": options.repeats,
-            "max_pairs": options.max_pairs,
+            "max_pairs": max_pairs(options),
             "clock": options.clock,
         },
         "loop": loop,
@@ -159,7 +160,7 @@ def compare_loops(
     plain: list[float] = []
     real: list[float] = []
     bare: list[float] = []
-    for pair in range(max(options.max_pairs, options.repeats)):
+    for pair in range(max(max_pairs(options), options.repeats)):
         seconds = plain_loop(
             fresh_model().to(device),
             inputs,
@@ -197,6 +198,11 @@ def compare_loops(
         "lightning_runs": real,
         "bare_lightning_runs": bare,
     }
+
+
+def max_pairs(options: DictConfig) -> int:
+    """``bench.max_pairs``; a bench.yaml written before it existed gets the default."""
+    return int(options.get("max_pairs", DEFAULT_MAX_PAIRS))
 
 
 def ratios(reference: list[float], other: list[float]) -> list[float]:
@@ -353,7 +359,7 @@ def check_options(options: DictConfig) -> None:
     """Reject counts the benchmark cannot run with, naming the fix."""
     minimums = (("steps", 1), ("warmup", 1), ("repeats", 1), ("max_pairs", 1), ("data_batches", 1))
     for name, least in (*minimums, ("boundary_epochs", 2)):
-        if options[name] < least:
+        if options.get(name, least) < least:
             raise UserError(f"bench.{name}={options[name]} must be >= {least}; raise it")
     if options.clock not in CLOCKS:
         raise UserError(
