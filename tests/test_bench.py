@@ -23,6 +23,7 @@ FIGURES = {
         "steps",
         "warmup",
         "repeats",
+        "max_pairs",
         "clock",
     },
     "loop": {
@@ -33,13 +34,18 @@ FIGURES = {
         "target_over_bare",
         "bare_lightning_steps_per_s",
         "bare_ratio",
+        "bare_ratio_interval",
         "over_bare_ratio",
+        "over_bare_interval",
+        "over_bare_verdict",
+        "confidence",
+        "pairs",
         "over_bare_us_per_step",
         "plain_runs",
         "lightning_runs",
         "bare_lightning_runs",
     },
-    "data": {"batches_per_s", "model_steps_per_s", "verdict"},
+    "data": {"batches_per_s", "model_steps_per_s", "data_share", "verdict", "helps"},
     "epoch_boundary": {
         "epochs",
         "steps_per_epoch",
@@ -71,6 +77,7 @@ def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Pa
         "bench.steps=5",
         "bench.warmup=2",
         "bench.repeats=1",
+        "bench.max_pairs=1",
         "bench.data_batches=5",
         "bench.startup_runs=1",
     )
@@ -105,6 +112,13 @@ def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Pa
     assert not list(run_dir.rglob("*.ckpt"))  # checkpoints are not part of the timed loop
     assert "above import lightning" in result.stdout  # the printed table
     # The target (against bare Lightning) has a verdict; the plain-loop ratio is information.
-    assert re.search(r"project / bare Lightning +\d\.\d{3} \(target >= 0\.97: (met|missed)\)", result.stdout)
+    # One round is too few pairs to bound the median: the verdict says it cannot tell.
+    assert re.search(
+        r"project / bare Lightning +\d\.\d{3} \(1 pair, too few for an interval .*"
+        r"target >= 0\.97: inconclusive",
+        result.stdout,
+    )
+    assert re.search(r"above import lightning +-?\d+\.\d\d s \(target <= 1\.5 s: (met|missed)\)", result.stdout)
+    assert "precision: " not in result.stdout  # once, in the table's first line, not per fit
     assert "project / plain loop" in result.stdout and "(information:" in result.stdout
     assert f"bench.json: {run_dir.resolve() / 'bench.json'}" in result.stdout

@@ -230,3 +230,22 @@ def test_lost_node_stops_the_survivor_and_keeps_the_checkpoint(tmp_path: Path) -
     model = module("models").TaskModule(**checkpoint["hyper_parameters"])
     model.load_state_dict(checkpoint["state_dict"])
     assert checkpoint["epoch"] >= 0
+
+
+def test_ddp_epoch_lines_and_summary_give_one_steps_per_second(tmp_path: Path) -> None:
+    """Under 2-process gloo DDP the epoch lines and the summary time the same training
+    seconds (validation, start-up and process launch out of both)."""
+    log = tmp_path / "ddp.log"
+    run = train(
+        log, "trainer=ddp_cpu", "trainer.max_epochs=2", "trainer.precision=32-true",
+        f"paths.root_dir={tmp_path}",
+    )  # fmt: skip
+    finish([run], [log])
+    output = log.read_text()
+    rates = [float(r.replace(",", "")) for r in re.findall(r"  ([\d,]+) steps/s\n", output)]
+    assert len(rates) == 2, output[-3000:]  # one line per epoch, from rank 0 only
+    [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()
+    metrics = read_json(run_dir / "metrics.json")
+    assert metrics["train_steps"] == 2 * STEPS_PER_EPOCH
+    assert min(rates) - 0.5 <= metrics["steps_per_second"] <= max(rates) + 0.5, (rates, metrics)
+    assert re.search(rf"steps/s +{metrics['steps_per_second']:,.1f}\n", output)

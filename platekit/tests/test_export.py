@@ -87,8 +87,11 @@ def test_failed_parity_exits_nonzero_and_leaves_no_model(
 ) -> None:
     # float32 kernels differ in the last bits, so a tolerance of 1e-12 cannot be met.
     best = trained["metrics"]["best_checkpoint"]
-    result = run_cli("export", f"ckpt_path={best}", "tolerance=1e-12", "repeats=1", cwd=tmp_path)
+    result = run_cli(
+        "export", f"ckpt_path={best}", "tolerance=1e-12", "repeats=1", "verbose=true", cwd=tmp_path
+    )
     assert result.returncode == 1
+    assert "[torch.onnx] Obtain model graph" in result.stdout  # verbose=true: the exporter's steps
     errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1
     assert "ONNX parity failed at batch size 1" in errors[0]
@@ -108,3 +111,4 @@ def test_cli_exports_and_prints_the_table(trained: dict[str, Any], tmp_path: Pat
     assert [row["batch_size"] for row in read_json(run_dir / "export.json")["parity"]] == [1, 7, 64]
     assert "batch  max abs diff  classes  torch p50" in result.stdout
     assert f"model:         {run_dir.resolve() / 'model.onnx'}" in result.stdout
+    assert "[torch.onnx]" not in result.stdout + result.stderr  # the exporter's steps: verbose=true

@@ -3,6 +3,7 @@ no third-party noise; the full config in the run's files only."""
 
 import csv
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,9 @@ def csv_epochs(run_dir: Path) -> dict[int, tuple[str, str, str]]:
 
 @pytest.mark.slow
 def test_default_train_then_resume_first_screen(tmp_path: Path) -> None:
+    launched = time.perf_counter()
     result = run_cli("train", "trainer.max_epochs=3", "logger=csv", cwd=tmp_path)
+    elapsed = time.perf_counter() - launched
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     lines = result.stdout.splitlines()
@@ -54,6 +57,17 @@ def test_default_train_then_resume_first_screen(tmp_path: Path) -> None:
     shown = epoch_lines(result.stdout)
     assert sorted(shown) == [0, 1, 2]
     assert shown == csv_epochs(run_dir)  # the epoch's own figures, every epoch
+    # The summary's wall time is the process's: start-up and imports are in it.
+    metrics = read_json(run_dir / "metrics.json")
+    assert 0.7 * elapsed <= metrics["wall_seconds"] <= elapsed
+    assert metrics["imports_seconds"] > 0.3  # at least torch and Lightning were imported
+    assert re.search(
+        r"wall time +[\d.]+ s from process start: start-up [\d.]+ s "
+        r"\(imports and config [\d.]+ s\), fit [\d.]+ s",
+        result.stdout,
+    ), result.stdout[-2000:]
+    # One steps/s: the summary's is the epochs' together, so it lies among theirs.
+    assert_speeds_agree(result.stdout, metrics)
     log = (run_dir / "train.log").read_text()
     assert "├── model" in log  # the full config, in the log file only
     assert [line.split("] ", 1)[1] for line in log.splitlines() if "] epoch " in line] == [
@@ -67,6 +81,17 @@ def test_default_train_then_resume_first_screen(tmp_path: Path) -> None:
     assert foreign_warnings(output) == []
     assert sorted(epoch_lines(resumed.stdout)) == [3]
     assert epoch_lines(resumed.stdout) == {3: csv_epochs(run_dir)[3]}
+
+
+def assert_speeds_agree(output: str, metrics: dict) -> None:
+    """The summary's steps/s lies between the slowest and fastest epoch line's (shown
+    rounded), as it must if both time the same training seconds."""
+    rates = [float(rate.replace(",", "")) for rate in EPOCH_RATE.findall(output)]
+    assert rates, output[-2000:]
+    assert min(rates) - 0.5 <= metrics["steps_per_second"] <= max(rates) + 0.5, (rates, metrics)
+
+
+EPOCH_RATE = re.compile(r"^epoch \d+/\d+ .*  ([\d,]+) steps/s$", re.MULTILINE)
 
 
 @pytest.mark.slow
@@ -107,3 +132,23 @@ def test_overfit_preset_drives_the_training_loss_near_zero(tmp_path: Path) -> No
     final = read_json(run_dir / "metrics.json")["final"]
     assert final["epoch"] == 99
     assert final["train/loss"] < 0.05  # what configs/debug/overfit.yaml promises
+
+
+@pytest.mark.slow
+def test_epochs_shorter_than_the_logging_interval_still_log_steps_without_a_warning(
+    tmp_path: Path,
+) -> None:
+    # 1258 train rows in batches of 512: 3 steps an epoch, under log_every_n_steps=10.
+    result = run_cli(
+        "train", "data.batch_size=512", "trainer.max_epochs=4", "logger=csv",
+        "callbacks.progress_bar=null", cwd=tmp_path,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "logging interval" not in output
+    assert foreign_warnings(output) == []
+    # Lightning counts the interval over the run: step 10 of 12 is logged all the same.
+    [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()
+    with (run_dir / "csv" / "metrics.csv").open() as handle:
+        logged = [row for row in csv.DictReader(handle) if row.get("train/grad_norm")]
+    assert [int(row["step"]) for row in logged] == [9]

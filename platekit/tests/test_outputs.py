@@ -42,10 +42,16 @@ def test_metrics_json_holds_the_summary(trained: dict[str, Any]) -> None:
     assert best["val/acc"] >= final["val/acc"]
     assert Path(metrics["best_checkpoint"]).name == f"epoch_{best['epoch']:03d}.ckpt"
     assert {"lr", "train/loss", "train/acc", "val/loss", "val/acc"} <= set(final)
+    # steps/s: optimizer steps over training seconds, validation and start-up out of both.
+    assert metrics["train_steps"] == metrics["steps"] == 60
+    assert 0 < metrics["train_seconds"] < metrics["fit_seconds"]
     assert metrics["steps_per_second"] == pytest.approx(
-        metrics["steps"] / metrics["fit_seconds"], rel=0.01
+        metrics["train_steps"] / metrics["train_seconds"], rel=0.01
     )
-    assert metrics["wall_seconds"] >= metrics["fit_seconds"]
+    # Wall time counts from the process's start: start-up (imports, config) is in it.
+    assert metrics["wall_clock_from"] == "process start"
+    assert metrics["imports_seconds"] <= metrics["startup_seconds"]
+    assert metrics["wall_seconds"] >= metrics["startup_seconds"] + metrics["fit_seconds"]
     assert metrics["peak_memory_mb"]["host"] > 50
 
 

@@ -59,7 +59,7 @@ def train_on_gpu(run_dir: Path, *overrides: str) -> dict[str, Any]:
     torch.cuda.reset_peak_memory_stats()
     metrics = project_module("train").train(compose_config(run_dir, [*ON_GPU, *overrides]))
     metrics["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
-    metrics["steps_per_s"] = metrics["steps"] / metrics["fit_seconds"]
+    metrics["steps_per_s"] = metrics["steps_per_second"]  # training time only (reporting/speed.py)
     print(
         f"\n[gpu] {torch.cuda.get_device_name()} {metrics['precision']}: "
         f"{metrics['steps_per_s']:.0f} steps/s, peak memory {metrics['peak_mb']:.1f} MiB, "

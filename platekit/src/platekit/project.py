@@ -39,7 +39,13 @@ class Project:
         """The project whose package ``__init__.py`` is ``init_file`` (``src/<package>/``)."""
         root = Path(init_file).resolve().parents[2]
         configs = os.environ.get(CONFIG_DIR_ENV)
-        return cls(package, root, Path(configs).resolve() if configs else root / "configs")
+        project = cls(package, root, Path(configs).resolve() if configs else root / "configs")
+        # `python -m <package>.<command>` with a wrong value: say so before the command's
+        # module imports torch and Lightning (seconds), not after.
+        from .cli.early import refuse_bad_config_early
+
+        refuse_bad_config_early(package, project.config_dir)
+        return project
 
     def command(self, config_name: str, task: Callable[[DictConfig], Any]) -> Callable[[], None]:
         """``task`` as a console entry point reading ``configs/<config_name>.yaml``."""

@@ -49,8 +49,10 @@ from .data.info import DataInfo
 from .models.class_counts import per_class
 from .models.tasks import Task, task_of
 from .reporting.plots import write_plots
+from .reporting.speed import TrainSpeed
 from .reporting.stopping import early_stop, stop_message
 from .reporting.summary import best_row, objective, summarize, summary_table
+from .runtime.clock import run_origin
 from .runtime.files import write_json
 from .runtime.run import (
     as_floats,
@@ -89,7 +91,10 @@ class TrainRun:
     ckpt_path: Path | None = None
     resumed: dict[str, Any] | None = None
     init_from: dict[str, Any] | None = None
-    started: float = field(default_factory=time.perf_counter)
+    origin: float = field(default_factory=time.perf_counter)  # what wall time counts from
+    started: float = field(default_factory=time.perf_counter)  # the recipe's first line
+    fit_started: float | None = None
+    speed: TrainSpeed = field(default_factory=TrainSpeed)
     run_dir: Path = Path()
     task: Task | None = None
     history: MetricHistory = field(default_factory=MetricHistory)
@@ -108,6 +113,7 @@ class TrainRun:
                 change its data split); by default the command line's.
         """
         started = time.perf_counter()
+        origin = run_origin()  # the process's start, for the first run in a process
         trust(cfg.get("trusted_classes"))  # classes a model or checkpoint may name
         ckpt_path, resumed, init_from = starting_point(cfg)
         if resumed is not None:
@@ -124,7 +130,7 @@ class TrainRun:
         )
         apply_threads(threads)  # results differ in the last bits between thread counts
         seed_everything(cfg.seed, workers=True, verbose=False)  # the initial weights depend on it
-        return cls(cfg, threads, ckpt_path, resumed, init_from, started)
+        return cls(cfg, threads, ckpt_path, resumed, init_from, origin, started)
 
     def trainer(
         self,
@@ -148,7 +154,7 @@ class TrainRun:
         self.task = task_of(model)
         self.confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
         self.class_names = tuple(info.class_names or ())
-        extra = [self.history, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
+        extra = [self.history, self.speed, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
         trainer = build_trainer(
             cfg,
             callbacks=extra + ([self.confusion] if self.confusion else []),
@@ -179,7 +185,7 @@ class TrainRun:
         self, trainer: Trainer, model: LightningModule, datamodule: LightningDataModule
     ) -> bool:
         """``trainer.fit`` from the starting checkpoint; False if a signal stopped it."""
-        fit_started = time.perf_counter()
+        fit_started = self.fit_started = time.perf_counter()
         arm_requeue()  # SLURM: near the time limit, stop as on SIGTERM, then requeue
         try:
             with explain_failures(self.cfg):
@@ -230,19 +236,7 @@ class TrainRun:
             "world_size": trainer.world_size,
             "run_dir": str(self.run_dir),
         }
-        wall_seconds = time.perf_counter() - self.started
-        metrics |= summarize(
-            epochs,
-            trainer.global_step,
-            self.fit_seconds,
-            wall_seconds,
-            self.task.monitor,
-            self.task.mode,
-        )
-        metrics["early_stop"] = stop
         confusion = self.confusion.matrix if self.confusion else None
-        if confusion is not None:  # the best checkpoint's, on the test split
-            metrics["per_class"] = per_class(confusion, self.class_names)
         if trainer.is_global_zero:
             write_plots(
                 self.run_dir / "plots",
@@ -253,6 +247,19 @@ class TrainRun:
                 stopped_epoch=stop["epoch"] if stop else None,
                 class_names=self.class_names,
             )
+        metrics |= summarize(  # read last, so the wall time holds the plots too
+            epochs,
+            self.speed.clock,
+            wall_seconds=time.perf_counter() - self.origin,
+            startup_seconds=(self.fit_started or self.started) - self.origin,
+            imports_seconds=self.started - self.origin,
+            monitor=self.task.monitor,
+            mode=self.task.mode,
+        )
+        metrics["early_stop"] = stop
+        if confusion is not None:  # the best checkpoint's, on the test split
+            metrics["per_class"] = per_class(confusion, self.class_names)
+        if trainer.is_global_zero:
             write_json(self.run_dir / "metrics.json", metrics)
             report(self.run_dir, metrics)
         return metrics

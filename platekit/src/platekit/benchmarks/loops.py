@@ -119,6 +119,7 @@ def lightning_loop(
         check_val_every_n_epoch=NEVER,
         num_sanity_val_steps=0,
         enable_progress_bar=False,
+        announce_precision=False,  # the table's first line shows it, once
         **trainer_overrides,
     )
     for callback in trainer.checkpoint_callbacks:
@@ -176,6 +177,7 @@ def boundary_loop(
         check_val_every_n_epoch=NEVER,
         num_sanity_val_steps=0,
         enable_progress_bar=False,
+        announce_precision=False,  # the table's first line shows it, once
     )
     # The writes are real, but into a folder of their own that goes with the benchmark.
     with tempfile.TemporaryDirectory(prefix="bench-checkpoints-") as scratch:

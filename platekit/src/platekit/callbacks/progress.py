@@ -5,9 +5,10 @@ from the device (one host sync) at refresh points only, so the bar costs next to
 per step and does not stall an asynchronous GPU.
 
 Each epoch's line shows that epoch's own figures, the ones ``metrics.csv`` and the run
-summary hold. Lightning calls callbacks' ``on_train_epoch_end`` before the
-LightningModule's, which logs the epoch's training loss, so the line is written once the
-epoch is over: when the next one starts or training ends. The log file gets every epoch
+summary hold; its steps/s is measured as the summary's is (``reporting/speed.py``).
+Lightning calls callbacks' ``on_train_epoch_end`` before the LightningModule's, which logs
+the epoch's training loss, so the line is written once the epoch is over: when the next
+one starts or training ends. The log file gets every epoch
 line, with or without the live bar.
 """
 
@@ -24,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..cli.console import log_to_files
 from ..models.tasks import LOSS, TRAIN, VAL
+from ..reporting.speed import StepClock
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +57,17 @@ class ProgressDisplay(ProgressBar):
         self._losses: list[torch.Tensor] = []
         self._loss_sum: torch.Tensor | None = None
         self._loss_count = 0
-        self._window_start = 0.0
-        self._window_steps = 0
-        self._epoch_start = 0.0
-        self._epoch_steps = 0
-        self._batches_done = 0
-        self._val_seconds = 0.0
-        self._val_start = 0.0
+        self._window_start = 0.0  # the live figure: steps/s since the last refresh
+        self._window_first_step = 0
+        self._epoch_steps = 0  # this process's batches in the epoch, for the refresh cadence
+        self._batches_done = 0  # the bar's count: a resumed epoch's earlier batches too
+        self._clock = StepClock()  # the epoch's steps/s, as the run summary measures it
         self._last_line = 0.0
         self._last_loss = float("nan")
         self._shown: tuple[str, ...] = ()  # the task's validation loss and monitored metric
         # The epoch whose batches are done and whose line waits for its logged figures:
         # (name, steps/s, validated), written at the next epoch's start or at the end of training.
-        self._finished: tuple[str, float, bool] | None = None
+        self._finished: tuple[str, float | None, bool] | None = None
         self._validated = False  # whether validation ran in this epoch (else val_ is stale)
         self._begun: int | None = None  # the epoch on_train_start began (a resumed one)
 
@@ -118,10 +118,10 @@ class ProgressDisplay(ProgressBar):
     def _begin_epoch(self, trainer: Trainer) -> None:
         """Start the epoch's clock and counts (its rate counts this process's steps only)."""
         self._write_finished(trainer)
-        now = time.perf_counter()
-        self._epoch_start = self._window_start = self._last_line = now
-        self._epoch_steps = self._window_steps = self._batches_done = 0
-        self._val_seconds = 0.0
+        self._window_start = self._last_line = time.perf_counter()
+        self._clock.epoch_start(trainer.global_step)
+        self._window_first_step = trainer.global_step
+        self._epoch_steps = self._batches_done = 0
         self._validated = False
         self._losses.clear()
         self._loss_sum, self._loss_count = None, 0
@@ -147,7 +147,6 @@ class ProgressDisplay(ProgressBar):
         if isinstance(loss, torch.Tensor):
             self._losses.append(loss.detach())  # no sync: read at the next refresh
         self._epoch_steps += 1
-        self._window_steps += 1
         self._batches_done = batch_idx + 1  # counts a resumed epoch's earlier batches too
         if self._epoch_steps % self.refresh_every:
             return
@@ -164,19 +163,19 @@ class ProgressDisplay(ProgressBar):
             self._last_line = time.perf_counter()
 
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._val_start = time.perf_counter()
+        if not trainer.sanity_checking:
+            self._clock.validation_start()
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not trainer.sanity_checking:
-            self._val_seconds += time.perf_counter() - self._val_start
+            self._clock.validation_end()
             self._validated = True
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self._enabled:
             return
-        seconds = time.perf_counter() - self._epoch_start - self._val_seconds
+        rate = self._clock.epoch_end(trainer.global_step)
         self._read_losses()
-        rate = self._epoch_steps / max(seconds, 1e-9)
         self._finished = (self._epoch_name(trainer), rate, self._validated)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -204,7 +203,8 @@ class ProgressDisplay(ProgressBar):
         for shown in self._shown if validated else ():
             if shown in metrics:
                 parts.append(f"{shown.replace('/', '_')} {self._metric(metrics, shown):.4f}")
-        parts.append(f"{rate:,.0f} steps/s")
+        if rate is not None:
+            parts.append(f"{rate:,.0f} steps/s")
         stats = "  ".join(parts)
         if self._bar is None:
             log.info("%s  %s", name, stats)
@@ -224,8 +224,8 @@ class ProgressDisplay(ProgressBar):
         """Loss and speed since the last refresh, last epoch's monitored metric; syncs once."""
         self._read_losses()
         now = time.perf_counter()
-        rate = self._window_steps / max(now - self._window_start, 1e-9)
-        self._window_start, self._window_steps = now, 0
+        rate = (trainer.global_step - self._window_first_step) / max(now - self._window_start, 1e-9)
+        self._window_start, self._window_first_step = now, trainer.global_step
         text = f"loss {self._last_loss:.4f}"
         monitor = self._shown[-1] if self._shown else None
         if monitor in trainer.callback_metrics:

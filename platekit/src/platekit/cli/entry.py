@@ -1,6 +1,7 @@
 """Run a Hydra task as a command: one line and exit 1 for user errors."""
 
 import functools
+import gc
 import logging
 import os
 import sys
@@ -87,6 +88,11 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
                 if stop.code not in (0, None):
                     print_hints(config_name, sys.argv[1:])
                 raise
+            finally:
+                # The command is done: spare the exit a garbage collection over every object
+                # torch and Lightning made (measured: 5.9 s of a loaded 2-core box's exit
+                # after `import lightning`, 0.9 s with this; atexit handlers still run).
+                gc.freeze()
 
         return main_with_hints
 

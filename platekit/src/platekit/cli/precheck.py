@@ -70,8 +70,14 @@ class Planned:
         return [f"+{arg}" if arg in self.additions else arg for arg in argv]
 
 
-def plan(config_dir: Path, config_name: str, argv: list[str]) -> Planned:
-    """Compose the config ``argv`` asks for and check it; nothing where Hydra should decide."""
+def plan(
+    config_dir: Path, config_name: str, argv: list[str], *, with_components: bool = True
+) -> Planned:
+    """Compose the config ``argv`` asks for and check it; nothing where Hydra should decide.
+
+    ``with_components=False``: only the rules that need no component class (see
+    ``early_problems``).
+    """
     if "--version" in argv:
         return Planned()
     parser = get_args_parser()
@@ -83,13 +89,24 @@ def plan(config_dir: Path, config_name: str, argv: list[str]) -> Planned:
     if unknown or any(getattr(args, option, None) for option in PASS_THROUGH):
         return Planned()
     try:
-        return check(config_dir, config_name, args.overrides, multirun=args.multirun)
+        return check(
+            config_dir,
+            config_name,
+            args.overrides,
+            multirun=args.multirun,
+            with_components=with_components,
+        )
     except Exception:  # Hydra reports it (and the hints follow) when the command runs
         return Planned()
 
 
 def check(
-    config_dir: Path, config_name: str, overrides: list[str], *, multirun: bool = False
+    config_dir: Path,
+    config_name: str,
+    overrides: list[str],
+    *,
+    multirun: bool = False,
+    with_components: bool = True,
 ) -> Planned:
     """Compose ``config_name`` with ``overrides`` and check it against the schema."""
     cfg, run_dir, added = with_component_keys(config_dir, config_name, overrides, multirun)
@@ -97,7 +114,9 @@ def check(
     before = hydra.cfg
     try:
         hydra.set_config(cfg)  # for ${hydra:...} values, such as paths.output_dir
-        found = problems(cfg) + swept_problems(cfg, overrides)
+        found = problems(cfg, with_components=with_components)
+        if with_components:
+            found += swept_problems(cfg, overrides)
     finally:
         hydra.cfg = before
     unknown = {line.split(" ", 1)[0] for line in found if " is not a setting of " in line}

@@ -9,6 +9,8 @@ time to first step, peak memory and, on CUDA, fp32 against mixed precision.
 
 import copy
 import logging
+import math
+import os
 import platform
 import statistics
 from collections.abc import Callable
@@ -36,6 +38,7 @@ from ..benchmarks.loops import (
 )
 from ..benchmarks.report import table
 from ..benchmarks.startup import measure_startup
+from ..benchmarks.stats import CONFIDENCE, INCONCLUSIVE, PairedRatio
 from ..cli.errors import UserError
 from ..reporting.summary import peak_memory_mb
 from ..runtime.files import write_json
@@ -49,6 +52,10 @@ log = logging.getLogger(__name__)
 TARGET_OVER_BARE = 0.97
 TARGET_ABOVE_IMPORT_S = 1.5  # time to first step minus `python -c "import lightning"`
 TARGET_BOUNDARY_STEPS = 2.0  # an epoch boundary's extra time, in steps of the model
+DEFAULT_MAX_PAIRS = 20  # rounds of the loop comparison at most, unless bench.max_pairs says
+# Without workers a step waits for its batch: data-bound when the data path takes this share
+# of each step or more (making it free would then speed training up by a third or more).
+DATA_BOUND_SHARE = 0.25
 
 
 def bench(cfg: DictConfig) -> dict[str, Any]:
@@ -85,7 +92,13 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
     loop = compare_loops(cfg, fresh_model, datamodule, device, precision, clock)
     loop["target_over_bare"] = TARGET_OVER_BARE
     data_seconds = data_loop(datamodule, device, options.data_batches, clock)
-    data = data_verdict(options.data_batches / data_seconds, loop["lightning_steps_per_s"])
+    data = data_verdict(
+        options.data_batches / data_seconds,
+        loop["plain_steps_per_s"],
+        workers=loader_workers(datamodule),
+        cores=usable_cores(),
+        helps=data_settings_that_help(datamodule),
+    )
     boundary = epoch_boundary(cfg, fresh_model(), datamodule, options.boundary_epochs, clock)
     memory = peak_memory(device)
     commands = None
@@ -108,6 +121,7 @@ def run_sections(cfg: DictConfig) -> dict[str, Any]:
             "steps": options.steps,
             "warmup": options.warmup,
             "repeats": options.repeats,
+            "max_pairs": max_pairs(options),
             "clock": options.clock,
         },
         "loop": loop,
@@ -132,19 +146,21 @@ def compare_loops(
     precision: str,
     clock: Clock,
 ) -> dict[str, Any]:
-    """Steps/s of the plain loop, the project loop and bare Lightning, in turn, repeated.
+    """Steps/s of the plain loop, the project loop and bare Lightning, pair by pair.
 
     Bare Lightning is the same model and data with no callbacks, loggers or checkpoints:
-    the part of the overhead that no project setting removes. Ratios and overheads are
-    medians over repeats, each run against the plain run of its own repeat, so a machine
-    whose speed drifts between runs skews them less.
+    the part of the overhead that no project setting removes. Each round runs the three
+    loops in turn (the project and bare loops swap order every round); each ratio is taken
+    within its round, so a machine whose speed drifts between rounds skews it less. Rounds
+    go on from ``bench.repeats`` up to ``bench.max_pairs`` until the interval of the median
+    project / bare ratio lies wholly on one side of the target (``benchmarks/stats.py``).
     """
     options = cfg.bench
     inputs, targets = train_tensors(datamodule, device)
     plain: list[float] = []
     real: list[float] = []
     bare: list[float] = []
-    for _ in range(options.repeats):
+    for pair in range(max(max_pairs(options), options.repeats)):
         seconds = plain_loop(
             fresh_model().to(device),
             inputs,
@@ -156,21 +172,47 @@ def compare_loops(
             clock=clock,
         )
         plain.append(options.steps / seconds)
-        real.append(project_rate(cfg, fresh_model, datamodule, clock=clock))
-        bare.append(project_rate(cfg, fresh_model, datamodule, clock=clock, bare=True))
+        for is_bare in (False, True) if pair % 2 == 0 else (True, False):
+            rate = project_rate(cfg, fresh_model, datamodule, clock=clock, bare=is_bare)
+            (bare if is_bare else real).append(rate)
+        judged = PairedRatio.of(ratios(bare, real), TARGET_OVER_BARE)
+        if len(real) >= options.repeats and judged.verdict != INCONCLUSIVE:
+            break
+    over_bare = PairedRatio.of(ratios(bare, real), TARGET_OVER_BARE)
+    bare_over_plain = PairedRatio.of(ratios(plain, bare), 1.0)
     return {
         "plain_steps_per_s": statistics.median(plain),
         "lightning_steps_per_s": statistics.median(real),
         "ratio": median_ratio(plain, real),
         "overhead_us_per_step": median_overhead_us(plain, real),
         "bare_lightning_steps_per_s": statistics.median(bare),
-        "bare_ratio": median_ratio(plain, bare),
-        "over_bare_ratio": median_ratio(bare, real),
+        "bare_ratio": bare_over_plain.median,
+        "bare_ratio_interval": finite(bare_over_plain.low, bare_over_plain.high),
+        "over_bare_ratio": over_bare.median,
+        "over_bare_interval": finite(over_bare.low, over_bare.high),
+        "over_bare_verdict": over_bare.verdict,
+        "confidence": CONFIDENCE,
+        "pairs": len(real),
         "over_bare_us_per_step": median_overhead_us(bare, real),
         "plain_runs": plain,
         "lightning_runs": real,
         "bare_lightning_runs": bare,
     }
+
+
+def max_pairs(options: DictConfig) -> int:
+    """``bench.max_pairs``; a bench.yaml written before it existed gets the default."""
+    return int(options.get("max_pairs", DEFAULT_MAX_PAIRS))
+
+
+def ratios(reference: list[float], other: list[float]) -> list[float]:
+    """``other / reference`` round by round."""
+    return [o / r for r, o in zip(reference, other, strict=True)]
+
+
+def finite(low: float, high: float) -> list[float] | None:
+    """An interval as JSON holds it: None when too few pairs bound it."""
+    return None if math.isinf(low) or math.isinf(high) else [low, high]
 
 
 def project_rate(
@@ -188,8 +230,8 @@ def project_rate(
 
 
 def median_ratio(plain: list[float], other: list[float]) -> float:
-    """Median over repeats of one loop's steps/s over the plain loop's in the same repeat."""
-    return statistics.median(o / p for p, o in zip(plain, other, strict=True))
+    """Median over rounds of one loop's steps/s over the plain loop's in the same round."""
+    return statistics.median(ratios(plain, other))
 
 
 def median_overhead_us(plain: list[float], other: list[float]) -> float:
@@ -219,13 +261,66 @@ def epoch_boundary(
     }
 
 
-def data_verdict(rate: float, model_rate: float) -> dict[str, Any]:
-    """Batches/s of the train data path alone, against the steps/s the model consumes."""
+def data_verdict(
+    rate: float,
+    model_rate: float,
+    *,
+    workers: int | None = None,
+    cores: int | None = None,
+    helps: list[str] | None = None,
+) -> dict[str, Any]:
+    """Is training held up by its data? ``rate``: batches/s of the train data path alone;
+    ``model_rate``: steps/s of the model alone on batches already in memory (the plain loop).
+
+    With no workers (``workers=0``) each step first makes its batch, then computes: the
+    data's share of a step is ``t_data / (t_data + t_model)``, and the run is data-bound
+    when it reaches ``DATA_BOUND_SHARE``. With workers the two overlap, but the training
+    process keeps one of the ``cores``: the data path alone was measured with
+    ``min(workers, cores)`` of them and gets ``min(workers, cores - 1)`` while training, so
+    its rate is scaled by that; the run is data-bound when the data then delivers fewer
+    batches/s than the model takes. ``workers=None``: overlapping, on cores to spare.
+    ``helps``: settings to try, kept when the verdict is data-bound.
+    """
+    if workers is not None and workers > 0 and cores is not None:
+        free = min(workers, cores - 1)
+        rate = rate * free / min(workers, cores) if free > 0 else rate
+        workers = workers if free > 0 else 0  # no core to spare: the data waits its turn
+    data_s, model_s = 1 / rate, 1 / model_rate
+    if workers == 0:
+        share = data_s / (data_s + model_s)
+        bound = share >= DATA_BOUND_SHARE
+    else:
+        share = max(0.0, 1 - model_s / data_s)  # of each step spent waiting for data
+        bound = rate < model_rate
     return {
         "batches_per_s": rate,
         "model_steps_per_s": model_rate,
-        "verdict": "data-bound" if rate < model_rate else "compute-bound",
+        "data_share": share,
+        "verdict": "data-bound" if bound else "compute-bound",
+        "helps": (helps or []) if bound else [],
     }
+
+
+def loader_workers(datamodule: LightningDataModule) -> int:
+    """The train loader's worker processes (0: batches are made between steps)."""
+    return int(getattr(datamodule.train_dataloader(), "num_workers", 0))
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def data_settings_that_help(datamodule: LightningDataModule) -> list[str]:
+    """The data module's own settings that speed its data path up, as overrides to try."""
+    settings = getattr(datamodule, "hparams", {})
+    helps = []
+    if settings.get("cache_decoded") is False:
+        helps.append("data.cache_decoded=true (decode each sample once, at setup)")
+    workers, cores = settings.get("num_workers"), usable_cores()
+    if isinstance(workers, int) and workers < cores - 1:
+        more = min(max(2 * workers, 2), cores - 1)
+        helps.append(f"data.num_workers={more} (now {workers}; {cores} cores here)")
+    return helps or ["a faster data path: the data module's decoding and augmentation"]
 
 
 def compare_precisions(
@@ -262,9 +357,9 @@ def peak_memory(device: torch.device) -> dict[str, Any]:
 
 def check_options(options: DictConfig) -> None:
     """Reject counts the benchmark cannot run with, naming the fix."""
-    minimums = (("steps", 1), ("warmup", 1), ("repeats", 1), ("data_batches", 1))
+    minimums = (("steps", 1), ("warmup", 1), ("repeats", 1), ("max_pairs", 1), ("data_batches", 1))
     for name, least in (*minimums, ("boundary_epochs", 2)):
-        if options[name] < least:
+        if options.get(name, least) < least:
             raise UserError(f"bench.{name}={options[name]} must be >= {least}; raise it")
     if options.clock not in CLOCKS:
         raise UserError(

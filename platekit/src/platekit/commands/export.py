@@ -57,7 +57,8 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     report: dict[str, Any] = {}
 
     def export_and_check(tmp: Path) -> None:
-        export_onnx(model, torch.from_numpy(inputs[:2]), tmp, cfg.opset, info)
+        example = torch.from_numpy(inputs[:2])
+        export_onnx(model, example, tmp, cfg.opset, info, verbose=cfg.get("verbose", False))
         label_model(tmp, info, checkpoint.path)
         onnx_runner = OnnxRunner(tmp, threads=torch.get_num_threads())
         rows = compare(TorchRunner(model, info), onnx_runner, inputs, sizes, cfg.repeats)
@@ -118,11 +119,18 @@ def check_settings(cfg: DictConfig) -> None:
 
 
 def export_onnx(
-    model: RawInputModel, example: torch.Tensor, path: Path, opset: int, info: DataInfo
+    model: RawInputModel,
+    example: torch.Tensor,
+    path: Path,
+    opset: int,
+    info: DataInfo,
+    *,
+    verbose: bool = False,
 ) -> None:
     """Trace with the current (dynamo) exporter; weights inside the file; batch left free.
 
     ``example`` needs a batch of at least 2, or the exporter specialises the batch to 1.
+    ``verbose``: print the exporter's steps; a failure raises either way.
     """
     batch = torch.export.Dim("batch")
     # Quiet the exporter's per-pass INFO lines and its warnings about torchvision ops.
@@ -140,6 +148,7 @@ def export_onnx(
             dynamic_shapes=({0: batch},),
             external_data=False,
             opset_version=opset,
+            verbose=verbose,
         )
 
 

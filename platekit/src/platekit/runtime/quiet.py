@@ -51,3 +51,11 @@ def quiet_third_party() -> None:
         category=FutureWarning,
         module=r"lightning\.pytorch\.utilities\._pytree",
     )
+    # An epoch shorter than log_every_n_steps: Lightning warns that steps would be logged
+    # rarely, but it counts the interval over the run (its `_batches_that_stepped`), not
+    # within an epoch, and so does the task's grad-norm logging: a step is still logged
+    # every log_every_n_steps steps, whatever the epoch's length.
+    warnings.filterwarnings(
+        "ignore",
+        message=r"The number of training batches \(\d+\) is smaller than the logging interval",
+    )

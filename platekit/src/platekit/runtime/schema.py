@@ -144,6 +144,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("batch_sizes", list_of(integer(1, example=1), example="[1,7,64]")),
     ("tolerance", number(above=0.0, example=1e-4)),
     ("repeats", integer(1, example=50)),
+    ("verbose", flag()),  # export: the ONNX exporter's own progress lines
     # predict and serve
     ("max_image_pixels", integer(1, example=16777216)),
     ("host", text("127.0.0.1")),
@@ -153,7 +154,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("access_log", flag()),
     ("bench.steps", integer(1, example=200)),
     ("bench.warmup", integer(0, example=10)),
-    ("bench.repeats", integer(1, example=5)),
+    ("bench.repeats", integer(1, example=6)),
+    ("bench.max_pairs", integer(1, example=20)),
     ("bench.data_batches", integer(1, example=200)),
     ("bench.startup_runs", integer(0, example=3)),
     ("bench.command_runs", integer(0, example=1)),
@@ -306,14 +308,16 @@ def rule_at(cfg: DictConfig, path: str) -> Rule | None:
     return None if deeper or key not in owner.settings else owner.rule(key)
 
 
-def problems(cfg: DictConfig) -> list[str]:
+def problems(cfg: DictConfig, *, with_components: bool = True) -> list[str]:
     """One line per value of ``cfg`` that breaks its rule, in config order.
 
     A value written as an interpolation (``${seed}``, ``${paths.output_dir}/checkpoints``)
     mostly breaks its rule because a value it refers to does: such lines are left out while
     any value written out is wrong, so each mistake is named once.
+    ``with_components=False`` checks only the rules written out here (and Trainer keys):
+    no component's class is imported, so it answers before torch and Lightning load.
     """
-    found, refused = components(cfg)
+    found, refused = components(cfg) if with_components else ({}, [])
     written: list[str] = list(refused)
     derived: list[str] = []
     for path, raw in leaves(OmegaConf.to_container(cfg, resolve=False)):
