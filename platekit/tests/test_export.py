@@ -3,6 +3,7 @@
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -108,3 +109,29 @@ def test_cli_exports_and_prints_the_table(trained: dict[str, Any], tmp_path: Pat
     assert [row["batch_size"] for row in read_json(run_dir / "export.json")["parity"]] == [1, 7, 64]
     assert "batch  max abs diff  classes  torch p50" in result.stdout
     assert f"model:         {run_dir.resolve() / 'model.onnx'}" in result.stdout
+
+
+def test_large_outputs_pass_parity_by_their_relative_difference() -> None:
+    # A regression in dollars: float32 steps near 2e5 are 0.0156, so kernels differ by
+    # 0.0625 there, far over an absolute 1e-4 yet 3e-7 of the value.
+    expected = (np.array([[2.0e5], [1.5e5]], dtype=np.float32),)
+    close = (expected[0] + np.float32(0.0625),)
+    assert export.within_tolerance(expected, close, 1e-4, 1e-5)
+    assert not export.within_tolerance(expected, close, 1e-4, 0.0)  # absolute alone fails
+    wrong = (expected[0] * np.float32(1.001),)  # 0.1 % off: a real difference
+    assert not export.within_tolerance(expected, wrong, 1e-4, 1e-5)
+    # Small outputs (probabilities) are still held to the absolute tolerance.
+    small = (np.array([[0.2, 0.8]], dtype=np.float32),)
+    assert not export.within_tolerance(small, (small[0] + np.float32(3e-4),), 1e-4, 1e-5)
+    nan = (np.array([[np.nan]], dtype=np.float32),)
+    assert not export.within_tolerance(nan, nan, 1e-4, 1e-5)
+    row = {
+        "batch_size": 7,
+        "max_abs_diff": 0.0625,
+        "max_rel_diff": 3.1e-7,
+        "within_tolerance": False,
+        "classes_agree": True,
+    }
+    with pytest.raises(UserError, match=r"max abs diff 0.0625, max rel diff 3.1e-07 \(tolerance"):
+        export.check_parity([row], 1e-4, 1e-5)
+    export.check_parity([{**row, "within_tolerance": True}], 1e-4, 1e-5)

@@ -604,7 +604,7 @@ class DataContract:
         import torch
 
         report = exported["report"]
-        assert all(row["max_abs_diff"] < 1e-4 and row["classes_agree"] for row in report["parity"])
+        assert all(row["within_tolerance"] and row["classes_agree"] for row in report["parity"])
         kind = torch.load(exported["ckpt"], weights_only=True)["data"]["info"]["target_kind"]
         expected = ["values"] if kind == "value" else ["logits", "probabilities"]
         assert [output["name"] for output in report["outputs"]] == expected
