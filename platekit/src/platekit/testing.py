@@ -629,9 +629,10 @@ class DataContract:
                 rows[backend] = predict(compose_config(tmp_path / backend, overrides, "predict"))
             if datamodule.info.target_kind == "value":  # a regression predicts values
                 assert all(set(r) == {"input", "value"} for r in rows["model"]), path
-                np.testing.assert_allclose(
+                np.testing.assert_allclose(  # values of any size (the fixture's: ~2e5)
                     np.array([r["value"] for r in rows["ckpt"]]),
                     np.array([r["value"] for r in rows["model"]]),
+                    rtol=1e-5,
                     atol=1e-3,
                 )
                 continue
