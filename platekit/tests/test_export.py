@@ -88,7 +88,8 @@ def test_failed_parity_exits_nonzero_and_leaves_no_model(
 ) -> None:
     # float32 kernels differ in the last bits, so a tolerance of 1e-12 cannot be met.
     best = trained["metrics"]["best_checkpoint"]
-    result = run_cli("export", f"ckpt_path={best}", "tolerance=1e-12", "repeats=1", cwd=tmp_path)
+    strict = ["tolerance=1e-12", "rtol=0", "repeats=1"]
+    result = run_cli("export", f"ckpt_path={best}", *strict, cwd=tmp_path)
     assert result.returncode == 1
     errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1

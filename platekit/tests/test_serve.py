@@ -351,6 +351,12 @@ def test_a_table_model_takes_csv_rows(tmp_path: Path) -> None:
         status, answer = server.request("POST", "/predict", raw, "text/csv")
         assert status == 200
         assert len(answer["predictions"]) == 2
+        records = [{"a": None, "b": None, "c": 0.5}, {"a": 2, "b": -1, "c": 1.0, "d": "purple"}]
+        status, same = server.request(
+            "POST", "/predict", json.dumps(records).encode(), "application/json"
+        )
+        assert status == 200
+        assert same["predictions"] == answer["predictions"]  # JSON rows read as CSV rows
 
         status, answer = server.request("POST", "/predict", b"a,b\n1,2\n", "text/csv")
         assert status == 400

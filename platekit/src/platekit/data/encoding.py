@@ -200,3 +200,20 @@ def encoded_rows(
     index = {name: i for i, name in enumerate(header)}
     cells = {name: [row[index[name]] for row in rows] for name in names}
     return encode(info.table_columns, cells, source).reshape(len(rows), *info.input_shape)
+
+
+def record_rows(records: list[Any], info: "DataInfo", source: str) -> np.ndarray:
+    """The model's inputs for rows given as ``{column: value}`` objects (a JSON body):
+    ``None``, ``""``, NaN and a key left out are gaps; texts and numbers are read as in a
+    CSV cell."""
+    if not all(isinstance(record, Mapping) for record in records):
+        raise UserError(f"{source}: mix of objects and other values; send one object per row")
+    header = sorted({str(key) for record in records for key in record})  # a key left out
+
+    def cell(value: Any) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return ""
+        return str(value)
+
+    rows = [[cell(record.get(name)) for name in header] for record in records]  # ... is a gap
+    return encoded_rows(header, rows, info, source)
