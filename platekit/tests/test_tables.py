@@ -121,8 +121,11 @@ def test_the_target_kind_follows_the_evidence(tmp_path: Path) -> None:
     assert (info.target_kind, info.class_names) == ("value", ())
     whole = [f"{i % 5},{i % 3}" for i in range(60)]  # 3 whole numbers, 20 rows each: classes
     assert setup(table(tmp_path / "c.csv", "x,label", whole)).info.class_names == ("0", "1", "2")
-    written = [f"{i % 5},{i % 3}.0" for i in range(60)]  # whole numbers written as reals
+    written = [f"{i},{i % 30}.0" for i in range(300)]  # whole numbers written as reals
     assert setup(table(tmp_path / "r.csv", "x,label", written)).info.target_kind == "value"
+    binary = [f"{i},{i % 2}.0" for i in range(60)]  # 0.0/1.0: classes written as reals?
+    with pytest.raises(UserError, match=r"2 distinct whole numbers among 60 rows, written as "):
+        setup(table(tmp_path / "b.csv", "x,label", binary))
     unclear = [f"{i},{i % 30}" for i in range(300)]  # 30 values, 10 rows each: either reading
     with pytest.raises(UserError) as refused:
         setup(table(tmp_path / "u.csv", "x,label", unclear))

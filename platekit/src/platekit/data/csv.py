@@ -199,26 +199,30 @@ def target_kind(
     """``class`` or ``value`` for ``data.target_kind=auto`` from the column's evidence, and
     the evidence in words.
 
-    Texts are classes. Numbers with a fraction, or written as reals (``151.0``, ``1e3``),
-    are a regression. Whole numbers are classes when few distinct values each cover several
-    rows, a regression when there are many (scikit-learn's diabetes table: 214 values among
-    442 rows); in between, the column does not say, and the user is asked in one line.
+    Texts are classes, numbers with a fraction a regression. Whole numbers are classes when
+    few distinct values each cover several rows, a regression when there are many
+    (scikit-learn's diabetes table: 214 values among 442 rows) or when written as reals
+    (``151.0``, ``1e3``); where the evidence is weak or conflicts (few values written as
+    reals), the user is asked in one line.
     """
     if numbers is None:
         return "class", "it holds texts"
     if not all(float(n).is_integer() for n in numbers):
         return "value", "it holds numbers with a fraction"
-    if any(mark in cell.lower() for cell in cells for mark in (".", "e")):
-        return "value", "its numbers are written as reals (e.g. 1.0)"
     distinct, rows = len(set(numbers)), len(numbers)
     evidence = f"{distinct} distinct whole numbers among {rows} rows"
-    if distinct <= MAX_CLASSES and rows >= ROWS_PER_CLASS * distinct:
+    few = distinct <= MAX_CLASSES and rows >= ROWS_PER_CLASS * distinct
+    if any(mark in cell.lower() for cell in cells for mark in (".", "e")):
+        if not few:
+            return "value", f"{evidence}, written as reals (e.g. 1.0)"
+        evidence += ", written as reals (e.g. 1.0)"  # few values, yet reals: unclear
+    elif few:
         return "class", evidence
-    if distinct > MIN_VALUES or rows < ROWS_PER_VALUE * distinct:
+    elif distinct > MIN_VALUES or rows < ROWS_PER_VALUE * distinct:
         return "value", evidence
     raise UserError(
-        f"{path} target column '{name}' holds {distinct} distinct whole numbers among {rows} "
-        "rows: classes or a real value? set data.target_kind=class or data.target_kind=value"
+        f"{path} target column '{name}' holds {evidence}: classes or a real value? set "
+        "data.target_kind=class or data.target_kind=value"
     )
 
 

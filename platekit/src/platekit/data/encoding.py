@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .info import DataInfo
 
 NUMBER, CATEGORY = "number", "category"
-MAX_CATEGORIES = 100  # more distinct texts than this in a column: an id or free text
+MAX_CATEGORIES = 1000  # more distinct texts than this in a column: an id or free text
 MIN_ID_VALUES = 20  # ... and so is a column of more, most rows holding a text of their own
 Column = dict[str, Any]
 
