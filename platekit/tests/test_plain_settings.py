@@ -118,7 +118,7 @@ def test_a_run_with_a_list_setting_tests_evaluates_exports_predicts_and_resumes(
     report = module("export").export(
         compose_config(tmp_path / "export", [f"ckpt_path={best}", "repeats=1", *named], "export")
     )
-    assert report["data"]["feature_names"] == ["a", "c"]
+    assert report["data"]["feature_names"] == ["a", "a_missing", "c"]  # a has gaps: flagged
     given = [f"model_path={best}", f"inputs={settings['path']}"]
     rows = module("predict").predict(compose_config(tmp_path / "p", given, "predict"))
     assert len(rows) == 120
