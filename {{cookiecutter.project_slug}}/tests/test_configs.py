@@ -117,7 +117,13 @@ def test_a_data_config_alone_picks_a_net_that_takes_its_inputs(
 ) -> None:
     cfg = compose_config(tmp_path, [f"data={name}"])  # no model=: the data config's default
     info = data_infos[name]
-    net = build_model(cfg.model, info, optimizer=cfg.optimizer, scheduler=cfg.scheduler)
+    try:
+        net = build_model(cfg.model, info, optimizer=cfg.optimizer, scheduler=cfg.scheduler)
+    except UserError as refusal:
+        pytest.fail(
+            f"data={name} alone: {refusal}; name the net that fits it in configs/data/"
+            f"{name}.yaml's defaults, e.g. `- override /model@_global_.model: mlp`"
+        )
     with torch.no_grad():
         outputs = net.eval()(torch.zeros(2, *info.input_shape))
     assert tuple(outputs.shape) == (2, info.num_outputs)
