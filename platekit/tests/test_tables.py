@@ -17,6 +17,7 @@ UserError = module("cli.errors").UserError
 csv_data = module("data.csv")
 encoding = module("data.encoding")
 CsvDataModule = csv_data.CsvDataModule
+DataInfo = module("data.info").DataInfo
 
 
 def table(path: Path, header: str, rows: list[str]) -> Path:
@@ -85,13 +86,20 @@ def test_texts_are_categories_and_gaps_are_filled_from_the_train_split(
     assert "target label: 2 classes, it holds texts" in lines[2]
 
 
-def test_a_raw_row_encodes_as_in_training_unseen_values_and_gaps_included(tmp_path: Path) -> None:
+def test_a_raw_row_encodes_as_in_training_unseen_values_and_gaps_included(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = table(tmp_path / "t.csv", "age,city,plan,score,label", mixed_rows())
     info = setup(path).info
     inputs = module("data.inputs")
     header = ["score", "plan", "city", "age", "extra"]  # any order, other columns ignored
     rows = [["1.5", "pro", "Oslo", "", "x"], ["NA", "", "Lyon", "33", "y"]]
-    encoded = inputs.table_array(header, rows, info, "rows")
+    with caplog.at_level(logging.WARNING):
+        encoded = inputs.table_array(header, rows, info, "rows")
+    assert [r.getMessage() for r in caplog.records] == [
+        "rows column 'city': 1 row(s) hold values the train split never held ('Oslo'); they "
+        "encode as all zeros, as a gap does"
+    ]
     fills = {c["name"]: c.get("fill") for c in info.table_columns}
     np.testing.assert_allclose(  # age, age_missing, city x3, plan x2, score
         encoded,
@@ -197,3 +205,19 @@ def test_bare_onnxruntime_with_the_readme_lines_gives_predicts_answers(
     )
     print("bare onnxruntime probabilities:", probabilities.max(1).round(4).tolist())
     print("predict from ckpt:", [round(r["probability"], 4) for r in predicted])
+
+
+def test_a_model_file_whose_table_columns_do_not_fit_is_refused() -> None:
+    columns = [
+        {"name": "age", "kind": "number", "fill": 40.0, "flag": True},
+        {"name": "city", "kind": "category", "values": ["Lyon", "Paris"]},
+    ]
+    plain = {"input_shape": [4], "target_kind": "value", "table_columns": columns}
+    assert DataInfo.from_dict(plain).table_columns[1]["values"] == ["Lyon", "Paris"]
+    with pytest.raises(ValueError, match="table_columns encode 4 features, the model takes 5"):
+        DataInfo.from_dict({**plain, "input_shape": [5]}, "model.onnx")
+    broken = [{**columns[0], "fill": float("nan")}, columns[1]]
+    with pytest.raises(ValueError, match="column age has no finite fill value"):
+        DataInfo.from_dict({**plain, "table_columns": broken}, "model.onnx")
+    with pytest.raises(ValueError, match="column city is not a number or category"):
+        DataInfo.from_dict({**plain, "table_columns": [columns[0], {"name": "city"}]}, "x")

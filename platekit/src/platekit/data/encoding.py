@@ -18,6 +18,7 @@ same way:
 Plain numpy and the standard library: predict reads tables without torch.
 """
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,8 @@ from .tables import MISSING, as_number
 
 if TYPE_CHECKING:
     from .info import DataInfo
+
+log = logging.getLogger(__name__)
 
 NUMBER, CATEGORY = "number", "category"
 MAX_CATEGORIES = 1000  # more distinct texts than this in a column: an id or free text
@@ -109,12 +112,32 @@ def encode(
         else:
             position = {category: i for i, category in enumerate(column["values"])}
             onehot = np.zeros((count, len(position)), dtype=np.float32)
+            unseen: dict[str, int] = {}
             for row, cell in enumerate(values):
                 index = position.get(cell.strip())  # a gap or an unseen value: all zeros
                 if index is not None:
                     onehot[row, index] = 1.0
+                elif not is_gap(cell):
+                    unseen[cell.strip()] = unseen.get(cell.strip(), 0) + 1
+            if unseen:
+                warn_unseen(source, name, unseen)
             parts.append(onehot)
     return np.column_stack(parts).astype(np.float32) if parts else np.zeros((count, 0))
+
+
+def warn_unseen(source: Path | str, name: str, unseen: dict[str, int]) -> None:
+    """Say which values of a category column the train split never held (all zeros)."""
+    shown = ", ".join(f"'{value}'" for value in sorted(unseen)[:5])
+    more = f" and {len(unseen) - 5} more" if len(unseen) > 5 else ""
+    log.warning(
+        "%s column '%s': %d row(s) hold values the train split never held (%s%s); they "
+        "encode as all zeros, as a gap does",
+        source,
+        name,
+        sum(unseen.values()),
+        shown,
+        more,
+    )
 
 
 def number_feature(
