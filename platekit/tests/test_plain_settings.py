@@ -82,6 +82,7 @@ def test_a_checkpoint_of_any_module_holds_its_settings_as_plain_python(tmp_path:
         "hyper_parameters": OmegaConf.create({"net": {"sizes": [64, 32]}}),
         "hparams_type": type(OmegaConf.create({})),
         "datamodule_hyper_parameters": {"features": OmegaConf.create(["a", "b"]), "k": 3},
+        "callbacks": {"Mine": {"watch": OmegaConf.create(["val/acc"]), "best": torch.ones(1)}},
     }
     card.plain_hyperparameters(checkpoint)
     assert_plain(checkpoint)
@@ -90,6 +91,7 @@ def test_a_checkpoint_of_any_module_holds_its_settings_as_plain_python(tmp_path:
     loaded = torch.load(path, weights_only=True)
     assert loaded["datamodule_hyper_parameters"] == {"features": ["a", "b"], "k": 3}
     assert loaded["hyper_parameters"] == {"net": {"sizes": [64, 32]}}
+    assert loaded["callbacks"]["Mine"]["watch"] == ["val/acc"]
 
 
 @pytest.mark.slow

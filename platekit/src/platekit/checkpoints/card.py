@@ -37,12 +37,15 @@ class DescribeCheckpoint(Callback):
 
 
 def plain_hyperparameters(checkpoint: dict[str, Any]) -> None:
-    """Lightning stores the model's and the data module's ``hparams`` as they are: make
-    every OmegaConf container in them a plain one, whatever module saved it (a plain
-    LightningDataModule given ``features=[a,b]`` by Hydra too), so ``weights_only`` loads."""
+    """Lightning stores the model's and the data module's ``hparams`` (and callbacks'
+    states) as they are: make every OmegaConf container in them a plain one, whatever saved
+    it (a plain LightningDataModule given ``features=[a,b]`` by Hydra too), so
+    ``weights_only`` loads."""
     for owner in (LightningModule, LightningDataModule):
         key = owner.CHECKPOINT_HYPER_PARAMS_KEY
         if key in checkpoint:
             checkpoint[key] = to_plain(dict(checkpoint[key]))
         # Lightning records an OmegaConf hparams container's class: a pickled global.
         checkpoint.pop(owner.CHECKPOINT_HYPER_PARAMS_TYPE, None)
+    if "callbacks" in checkpoint:  # callbacks' states: a callback may keep its settings
+        checkpoint["callbacks"] = to_plain(dict(checkpoint["callbacks"]))
