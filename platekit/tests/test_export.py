@@ -3,6 +3,7 @@
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -87,9 +88,8 @@ def test_failed_parity_exits_nonzero_and_leaves_no_model(
 ) -> None:
     # float32 kernels differ in the last bits, so a tolerance of 1e-12 cannot be met.
     best = trained["metrics"]["best_checkpoint"]
-    result = run_cli(
-        "export", f"ckpt_path={best}", "tolerance=1e-12", "repeats=1", "verbose=true", cwd=tmp_path
-    )
+    strict = ["tolerance=1e-12", "rtol=0", "repeats=1", "verbose=true"]
+    result = run_cli("export", f"ckpt_path={best}", *strict, cwd=tmp_path)
     assert result.returncode == 1
     assert "[torch.onnx] Obtain model graph" in result.stdout  # verbose=true: the exporter's steps
     errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
@@ -112,3 +112,29 @@ def test_cli_exports_and_prints_the_table(trained: dict[str, Any], tmp_path: Pat
     assert "batch  max abs diff  classes  torch p50" in result.stdout
     assert f"model:         {run_dir.resolve() / 'model.onnx'}" in result.stdout
     assert "[torch.onnx]" not in result.stdout + result.stderr  # the exporter's steps: verbose=true
+
+
+def test_large_outputs_pass_parity_by_their_relative_difference() -> None:
+    # A regression in dollars: float32 steps near 2e5 are 0.0156, so kernels differ by
+    # 0.0625 there, far over an absolute 1e-4 yet 3e-7 of the value.
+    expected = (np.array([[2.0e5], [1.5e5]], dtype=np.float32),)
+    close = (expected[0] + np.float32(0.0625),)
+    assert export.within_tolerance(expected, close, 1e-4, 1e-5)
+    assert not export.within_tolerance(expected, close, 1e-4, 0.0)  # absolute alone fails
+    wrong = (expected[0] * np.float32(1.001),)  # 0.1 % off: a real difference
+    assert not export.within_tolerance(expected, wrong, 1e-4, 1e-5)
+    # Small outputs (probabilities) are still held to the absolute tolerance.
+    small = (np.array([[0.2, 0.8]], dtype=np.float32),)
+    assert not export.within_tolerance(small, (small[0] + np.float32(3e-4),), 1e-4, 1e-5)
+    nan = (np.array([[np.nan]], dtype=np.float32),)
+    assert not export.within_tolerance(nan, nan, 1e-4, 1e-5)
+    row = {
+        "batch_size": 7,
+        "max_abs_diff": 0.0625,
+        "max_rel_diff": 3.1e-7,
+        "within_tolerance": False,
+        "classes_agree": True,
+    }
+    with pytest.raises(UserError, match=r"max abs diff 0.0625, max rel diff 3.1e-07 \(tolerance"):
+        export.check_parity([row], 1e-4, 1e-5)
+    export.check_parity([{**row, "within_tolerance": True}], 1e-4, 1e-5)

@@ -339,24 +339,40 @@ def test_a_table_model_takes_csv_rows(tmp_path: Path) -> None:
     port = free_port()
     with running(serve_command(model, port), tmp_path / "serve", port) as server:
         status, card = server.request("GET", "/metadata")
-        assert (card["feature_names"], card["class_names"]) == (["a", "b", "c"], ["x", "y", "z"])
+        encoded = ["a", "a_missing", "b", "b_missing", "c", "d=blue", "d=green", "d=red"]
+        assert (card["feature_names"], card["class_names"]) == (encoded, ["x", "y", "z"])
+        assert [column["name"] for column in card["table_columns"]] == ["a", "b", "c", "d"]
         status, answer = server.request("POST", "/predict", table.read_bytes(), "text/csv")
         assert status == 200
         same_answers(answer["predictions"], predicted(tmp_path / "p", model, table))
         assert len(answer["predictions"]) == 120
+        # Raw rows as they come: gaps in number and category columns, an unseen category.
+        raw = b"d,c,b,a\n,0.5,NA,\npurple,1.0,-1,2\n"
+        status, answer = server.request("POST", "/predict", raw, "text/csv")
+        assert status == 200
+        assert len(answer["predictions"]) == 2
+        records = [{"a": None, "b": None, "c": 0.5}, {"a": 2, "b": -1, "c": 1.0, "d": "purple"}]
+        status, same = server.request(
+            "POST", "/predict", json.dumps(records).encode(), "application/json"
+        )
+        assert status == 200
+        assert same["predictions"] == answer["predictions"]  # JSON rows read as CSV rows
 
         status, answer = server.request("POST", "/predict", b"a,b\n1,2\n", "text/csv")
         assert status == 400
-        assert answer["error"].startswith("input 'CSV body' lacks the column(s) c")
-        status, answer = server.request("POST", "/predict", b"a,b,c\n1,x,2\n", "text/csv")
+        assert answer["error"].startswith("input 'CSV body' lacks the column(s) c, d")
+        status, answer = server.request("POST", "/predict", b"a,b,c,d\n1,x,2,red\n", "text/csv")
         assert (status, answer["error"]) == (
             400,
             (
-                "CSV body column 'b' row 1 holds 'x', not a number; features must be numeric "
-                "(encode it, or leave the column out with data.features=[...])"
+                "CSV body column 'b' row 1 holds 'x', not a number; the model was trained on "
+                "numbers there (leave the cell empty for a gap)"
             ),
         )
-        status, answer = server.request("POST", "/predict", b"[[1, 2, 3]]", "application/json")
+        encoded_row = [[1, 0, 2, 0, 3, 0, 1, 0]]  # the model's own input: encoded features
+        status, answer = server.request(
+            "POST", "/predict", json.dumps(encoded_row).encode(), "application/json"
+        )
         assert status == 200
         assert len(answer["predictions"]) == 1
 

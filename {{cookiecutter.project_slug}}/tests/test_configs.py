@@ -109,3 +109,29 @@ def test_eval_config_composes(tmp_path: Path) -> None:
 def test_seed_reaches_the_data_module(tmp_path: Path) -> None:
     for seed in (0, 7):
         assert compose_config(tmp_path, [f"seed={seed}"]).data.seed == seed
+
+
+@pytest.mark.parametrize("name", config_options("data"))
+def test_a_data_config_alone_picks_a_net_that_takes_its_inputs(
+    name: str, data_infos: dict, tmp_path: Path
+) -> None:
+    cfg = compose_config(tmp_path, [f"data={name}"])  # no model=: the data config's default
+    info = data_infos[name]
+    try:
+        net = build_model(cfg.model, info, optimizer=cfg.optimizer, scheduler=cfg.scheduler)
+    except UserError as refusal:
+        pytest.fail(
+            f"data={name} alone: {refusal}; name the net that fits it in configs/data/"
+            f"{name}.yaml's defaults, e.g. `- override /model@_global_.model: mlp`"
+        )
+    with torch.no_grad():
+        outputs = net.eval()(torch.zeros(2, *info.input_shape))
+    assert tuple(outputs.shape) == (2, info.num_outputs)
+
+
+def test_a_model_given_wins_over_the_data_configs_default(data_infos: dict, tmp_path: Path) -> None:
+    assert compose_config(tmp_path, ["data=csv"]).model.net._target_.endswith(".MLP")
+    cfg = compose_config(tmp_path, ["data=csv", "model=cnn"])
+    assert cfg.model.net._target_.endswith(".SmallCNN")
+    with pytest.raises(UserError, match=r"SmallCNN cannot take the data's inputs of shape"):
+        build_model(cfg.model, data_infos["csv"], optimizer=cfg.optimizer, scheduler=cfg.scheduler)

@@ -604,7 +604,7 @@ class DataContract:
         import torch
 
         report = exported["report"]
-        assert all(row["max_abs_diff"] < 1e-4 and row["classes_agree"] for row in report["parity"])
+        assert all(row["within_tolerance"] and row["classes_agree"] for row in report["parity"])
         kind = torch.load(exported["ckpt"], weights_only=True)["data"]["info"]["target_kind"]
         expected = ["values"] if kind == "value" else ["logits", "probabilities"]
         assert [output["name"] for output in report["outputs"]] == expected
@@ -629,9 +629,10 @@ class DataContract:
                 rows[backend] = predict(compose_config(tmp_path / backend, overrides, "predict"))
             if datamodule.info.target_kind == "value":  # a regression predicts values
                 assert all(set(r) == {"input", "value"} for r in rows["model"]), path
-                np.testing.assert_allclose(
+                np.testing.assert_allclose(  # values of any size (the fixture's: ~2e5)
                     np.array([r["value"] for r in rows["ckpt"]]),
                     np.array([r["value"] for r in rows["model"]]),
+                    rtol=1e-5,
                     atol=1e-3,
                 )
                 continue

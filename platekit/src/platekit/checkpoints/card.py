@@ -7,10 +7,11 @@ Written into every training checkpoint by :class:`DescribeCheckpoint`; read back
 from typing import Any
 
 import torch
-from lightning import Callback, LightningModule, Trainer
+from lightning import Callback, LightningDataModule, LightningModule, Trainer
 
 from ..data.adapters import data_card
 from ..data.info import DataInfo
+from ..runtime.config import to_plain
 from ..runtime.threads import CHECKPOINT_KEY as THREADS_KEY
 from .registry import active
 
@@ -32,3 +33,19 @@ class DescribeCheckpoint(Callback):
         # The registry's name for the class: it survives a move within its package.
         checkpoint[MODEL_KEY] = {"_target_": active().key(type(pl_module))}
         checkpoint[THREADS_KEY] = torch.get_num_threads()  # a resume with auto takes it
+        plain_hyperparameters(checkpoint)
+
+
+def plain_hyperparameters(checkpoint: dict[str, Any]) -> None:
+    """Lightning stores the model's and the data module's ``hparams`` (and callbacks'
+    states) as they are: make every OmegaConf container in them a plain one, whatever saved
+    it (a plain LightningDataModule given ``features=[a,b]`` by Hydra too), so
+    ``weights_only`` loads."""
+    for owner in (LightningModule, LightningDataModule):
+        key = owner.CHECKPOINT_HYPER_PARAMS_KEY
+        if key in checkpoint:
+            checkpoint[key] = to_plain(dict(checkpoint[key]))
+        # Lightning records an OmegaConf hparams container's class: a pickled global.
+        checkpoint.pop(owner.CHECKPOINT_HYPER_PARAMS_TYPE, None)
+    if "callbacks" in checkpoint:  # callbacks' states: a callback may keep its settings
+        checkpoint["callbacks"] = to_plain(dict(checkpoint["callbacks"]))

@@ -4,8 +4,9 @@ python -m <package>.export ckpt_path=outputs/train/runs/<time>/checkpoints/last.
 
 The graph takes raw inputs (normalisation baked in) with a dynamic batch dimension. Before
 ``model.onnx`` appears, onnxruntime and PyTorch run the same real test inputs at several
-batch sizes; the file is kept only if every output agrees within ``tolerance`` and the
-predicted classes match. ``export.json`` beside it records the interface and the results.
+batch sizes; the file is kept only if every output agrees within ``tolerance`` plus
+``rtol`` times its size (as ``torch.testing.assert_close`` compares) and the predicted
+classes match. ``export.json`` beside it records the interface and the results.
 """
 
 import json
@@ -35,6 +36,8 @@ from ..runtime.run import data_overrides, prepare_run
 
 log = logging.getLogger(__name__)
 
+DEFAULT_RTOL = 1e-5  # float32: a few units in the last place of values of any size
+
 
 def export(cfg: DictConfig) -> dict[str, Any]:
     """Write ``cfg.output_path`` and ``export.json`` beside it; return what the JSON holds."""
@@ -61,9 +64,11 @@ def export(cfg: DictConfig) -> dict[str, Any]:
         export_onnx(model, example, tmp, cfg.opset, info, verbose=cfg.get("verbose", False))
         label_model(tmp, info, checkpoint.path)
         onnx_runner = OnnxRunner(tmp, threads=torch.get_num_threads())
-        rows = compare(TorchRunner(model, info), onnx_runner, inputs, sizes, cfg.repeats)
+        rows = compare(
+            TorchRunner(model, info), onnx_runner, inputs, sizes, cfg.repeats, tolerances(cfg)
+        )
         log.info("parity and latency (ms), PyTorch vs onnxruntime:\n%s", format_table(rows))
-        check_parity(rows, cfg.tolerance)
+        check_parity(rows, *tolerances(cfg))
         report.update(describe(tmp, onnx_runner, cfg, model, rows))
 
     # Exported and checked under a temporary name: a failure leaves no model.onnx behind.
@@ -110,6 +115,8 @@ def check_settings(cfg: DictConfig) -> None:
     problems = []
     if not cfg.tolerance > 0:
         problems.append(f"tolerance={cfg.tolerance} must be > 0 (1e-4 suits float32)")
+    if not tolerances(cfg)[1] >= 0:
+        problems.append(f"rtol={cfg.get('rtol')} must be >= 0 (1e-5 suits float32)")
     if not cfg.batch_sizes or min(cfg.batch_sizes) < 1:
         problems.append(f"batch_sizes={list(cfg.batch_sizes or [])} must be positive integers")
     if cfg.repeats < 1:
@@ -152,19 +159,47 @@ def export_onnx(
         )
 
 
+def tolerances(cfg: DictConfig) -> tuple[float, float]:
+    """The absolute and relative tolerance of the parity check (``rtol`` defaults to 1e-5)."""
+    return float(cfg.tolerance), float(cfg.get("rtol", DEFAULT_RTOL))
+
+
+def within_tolerance(
+    expected: tuple[np.ndarray, ...], actual: tuple[np.ndarray, ...], atol: float, rtol: float
+) -> bool:
+    """Whether every ``|actual - expected| <= atol + rtol * |expected|``; NaN never is.
+
+    The relative part is what lets a regression in dollars (outputs near 2e5, where float32
+    steps are 0.0156) pass while a classifier's probabilities are held to ``atol``.
+    """
+    with np.errstate(invalid="ignore"):
+        return all(
+            bool(np.all(np.abs(a - e) <= atol + rtol * np.abs(e)))
+            for e, a in zip(expected, actual, strict=True)
+        )
+
+
 def compare(
     torch_runner: TorchRunner,
     onnx_runner: OnnxRunner,
     inputs: np.ndarray,
     batch_sizes: list[int],
     repeats: int,
+    tolerance: tuple[float, float] = (1e-4, 1e-5),
 ) -> list[dict[str, Any]]:
-    """One row per batch size: largest output difference, class agreement, latencies."""
+    """One row per batch size: largest output difference (absolute and relative), whether
+    every output is within ``tolerance`` (atol, rtol), class agreement, latencies."""
     rows = []
     for size in batch_sizes:
         batch = inputs[:size]
         expected, actual = torch_runner(batch), onnx_runner(batch)  # same outputs, same order
-        diff = max(float(np.abs(e - a).max()) for e, a in zip(expected, actual, strict=True))
+        pairs = list(zip(expected, actual, strict=True))
+        diff = max(float(np.abs(e - a).max()) for e, a in pairs)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            relative = max(
+                float(np.nanmax(np.abs(e - a) / np.maximum(np.abs(e), 1e-12), initial=0.0))
+                for e, a in pairs
+            )
         # Regression outputs have no classes; their agreement is the difference alone.
         same_classes = len(expected) == 1 or np.array_equal(
             expected[0].argmax(1), actual[0].argmax(1)
@@ -175,6 +210,8 @@ def compare(
             {
                 "batch_size": int(size),
                 "max_abs_diff": diff,
+                "max_rel_diff": relative,
+                "within_tolerance": within_tolerance(expected, actual, *tolerance),
                 "classes_agree": bool(same_classes),
                 "torch_ms_p50": torch_ms[0],
                 "torch_ms_p95": torch_ms[1],
@@ -211,15 +248,19 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def check_parity(rows: list[dict[str, Any]], tolerance: float) -> None:
-    """Raise if any batch size differs by ``tolerance`` or more (or NaN), or predicts other
-    classes."""
+def check_parity(rows: list[dict[str, Any]], tolerance: float, rtol: float = DEFAULT_RTOL) -> None:
+    """Raise if any batch size has an output beyond ``tolerance + rtol * |output|`` (or NaN),
+    or predicts other classes."""
     for row in rows:
-        # `not diff < tolerance`, not `diff >= tolerance`: a NaN difference must fail.
-        if not row["max_abs_diff"] < tolerance or not row["classes_agree"]:
+        # A row from compare() says whether it is within both tolerances; else the absolute
+        # one alone, as `not diff < tolerance` (not `diff >= tolerance`): NaN must fail.
+        within = row.get("within_tolerance", row["max_abs_diff"] < tolerance)
+        if not within or not row["classes_agree"]:
+            relative = row.get("max_rel_diff", float("nan"))
             raise UserError(
                 f"ONNX parity failed at batch size {row['batch_size']}: max abs diff "
-                f"{row['max_abs_diff']:.3g} (tolerance {tolerance:g}), classes "
+                f"{row['max_abs_diff']:.3g}, max rel diff {relative:.3g} (tolerance "
+                f"{tolerance:g} + rtol {rtol:g} x |output|), classes "
                 f"{'agree' if row['classes_agree'] else 'differ'}; no model.onnx was written. "
                 "Look for ops the exporter translates differently, or raise tolerance if a "
                 "lower precision explains the gap"
@@ -249,6 +290,7 @@ def describe(
         "data": runner.info.to_dict(),
         "normalisation": {"mean": model.mean.tolist(), "std": model.std.tolist()},
         "tolerance": float(cfg.tolerance),
+        "rtol": tolerances(cfg)[1],
         "parity": rows,
         "threads": torch.get_num_threads(),
         "versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},

@@ -38,6 +38,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from ..cli.errors import UserError
+from ..runtime.config import to_plain
 from ..settings import Range
 from .info import DataInfo
 from .loading import ResumableDataLoader, in_memory_loader
@@ -102,6 +103,7 @@ class BaseDataModule(LightningDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()  # the subclass's arguments too: they rebuild it
+        plain_settings(self)
         self.rows: Rows | None = None
         self.parts: dict[str, Tensor] = {}  # each split's row indices into self.rows
         self.mean = torch.zeros(())
@@ -349,6 +351,14 @@ class SplitSamples(Dataset[Batch]):
             samples.append(sample)
         inputs = self.source.normalise(torch.stack(samples))
         return inputs, self.rows.targets[rows]
+
+
+def plain_settings(module: LightningDataModule) -> None:
+    """Make the saved settings plain Python: Hydra passes list and dict settings (e.g.
+    ``features=[a,b]``) as OmegaConf containers, which no checkpoint may hold."""
+    for settings in (module.hparams, getattr(module, "_hparams_initial", {})):
+        for key, value in settings.items():
+            settings[key] = to_plain(value)
 
 
 def sample_generator(seed: int, epoch: int, index: int) -> torch.Generator:

@@ -1,13 +1,17 @@
-"""A CSV table: numeric feature columns and one target column, with no code.
+"""A CSV table: feature columns and one target column, with no code.
 
 ``data=csv data.path=/abs/table.csv data.target=label`` trains on any table with a header
-row. The target may hold class names (strings, sorted into class indices), integers
-(classes) or real values (a regression); ``data.target_kind`` forces either reading.
+row. Feature columns hold numbers (gaps filled from the train split) or texts (categories,
+one feature per value): ``encoding.py``. The target may hold class names (strings, sorted
+into class indices), whole numbers (classes when there are few distinct ones) or real
+values (a regression); ``data.target_kind`` forces either reading.
 """
 
 import csv
 import io
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +20,19 @@ import torch
 
 from ..cli.errors import UserError
 from ..runtime.files import write_atomic
+from . import encoding
 from .base import BaseDataModule, Rows
 from .examples import read_sklearn_table
 from .info import DataInfo
-from .tables import MISSING, as_number, numeric_column, pick_columns, read_table
+from .tables import MISSING, as_number, pick_columns, read_table
+
+log = logging.getLogger(__name__)
 
 KINDS = ("auto", "class", "value")
+MAX_CLASSES = 20  # whole-number targets: up to this many distinct values are classes ...
+ROWS_PER_CLASS = 2  # ... when the rows hold at least this many per value on average
+MIN_VALUES = 50  # more distinct whole numbers than this, or than ROWS_PER_VALUE share of
+ROWS_PER_VALUE = 5  # the rows, make a real-valued target; in between, the user decides
 WINE_FEATURES = (
     "alcohol", "malic_acid", "ash", "alcalinity_of_ash", "magnesium", "total_phenols",
     "flavanoids", "nonflavanoid_phenols", "proanthocyanins", "color_intensity", "hue",
@@ -32,15 +43,18 @@ EXAMPLES = ("wine", "diabetes")
 
 
 class CsvDataModule(BaseDataModule):
-    """Rows of a CSV file; features normalised per column with the train split's statistics.
+    """Rows of a CSV file, encoded with the train split's statistics (gaps filled, texts as
+    categories) and normalised per feature.
 
     Args:
         path: the CSV file (header row first). ``null``: the ``example`` table, written to
             ``data_dir`` on first use from a dataset scikit-learn ships.
         target: the column to predict.
         features: the feature columns, in order; ``null``: every column but the target.
-        target_kind: ``auto`` (integers and strings are classes, other numbers a
-            regression), ``class`` or ``value``.
+        target_kind: ``auto`` (decided from the column: texts and few distinct whole
+            numbers are classes, numbers with a fraction or a ``.0`` and many distinct whole
+            numbers a regression; unclear evidence stops with one line), ``class`` or
+            ``value``.
         example: ``wine`` (178 wines, 13 measurements, 3 cultivars) or ``diabetes`` (442
             patients, 10 measurements, a disease progression value).
         data_dir: where the example table is written.
@@ -62,6 +76,7 @@ class CsvDataModule(BaseDataModule):
     ) -> None:
         super().__init__(normalize=normalize, **kwargs)
         self._columns: tuple[str, ...] = ()
+        self._encoding: list[encoding.Column] = []
 
     def read(self) -> Rows:
         options = self.hparams
@@ -76,44 +91,77 @@ class CsvDataModule(BaseDataModule):
         columns = pick_columns(path, header, options.target, options.features)
         self._columns = tuple(columns)
         index = {name: i for i, name in enumerate(header)}
-        features = np.empty((len(rows), len(columns)), dtype=np.float32)
-        for j, name in enumerate(columns):
-            features[:, j] = numeric_column(path, name, [row[index[name]] for row in rows])
-        targets, names = target_column(
+        cells = {name: [row[index[name]] for row in rows] for name in columns}
+        # The encoding is learnt from the train split only: the same seeded split setup makes.
+        train = self._seeded_split(len(rows))["train"].tolist()
+        self._encoding = encoding.infer_columns(path, cells, train)
+        features = encoding.encode(self._encoding, cells, path)
+        targets, names, why = target_column(
             path, options.target, [row[index[options.target]] for row in rows], options.target_kind
         )
+        kind = f"{len(names)} classes" if names else "a real value (regression)"
+        target = f"target {options.target}: {kind}, {why}"
+        for line in [*encoding.describe(self._encoding), target]:
+            log.info("table %s: %s", path.name, line)
         return Rows(torch.from_numpy(features), targets, class_names=names)
 
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)
+        if self._info is not None and not self._info.table_columns:  # how raw rows encode
+            self._info = replace(self._info, table_columns=tuple(self._encoding))
+
     def feature_names(self) -> tuple[str, ...]:
-        return self._columns
+        return encoding.encoded_names(self._encoding)
 
     def describe_input(self, info: DataInfo) -> str:
+        plain = all(c["kind"] == encoding.NUMBER and not c["flag"] for c in self._encoding)
+        if plain:
+            return (
+                f"float32 (N, {info.input_shape[0]}): the columns {', '.join(self._columns)} "
+                f"of {Path(self.hparams.path).name}, raw values as in the file "
+                "(normalisation is inside the model); N is free"
+            )
         return (
             f"float32 (N, {info.input_shape[0]}): the columns {', '.join(self._columns)} of "
-            f"{Path(self.hparams.path).name}, raw values as in the file (normalisation is "
-            "inside the model); N is free"
+            f"{Path(self.hparams.path).name}, encoded as data_info.table_columns says (gaps "
+            "take the train mean, with a <name>_missing flag where the train split had gaps; "
+            "a category is one feature per train value, all zeros for a gap or an unseen "
+            "value); normalisation is inside the model; N is free"
         )
 
     @classmethod
     def make_fixture(cls, directory: Path, target_kind: str = "class") -> dict[str, object]:
-        """A small table for the contract tests (3 classes, or a real-valued target for
-        ``target_kind="value"``); returns the data overrides."""
+        """A small table for the contract tests: numbers with gaps (``a``, ``b``), a
+        category column with gaps (``d``), and 3 classes, or a real-valued target in the
+        hundreds of thousands (a price) for ``target_kind="value"``; returns the data
+        overrides."""
         generator = np.random.default_rng(0)
         path = directory / "table.csv"
-        lines = ["a,b,c,label"]
+        colours = ("red", "green", "blue")
+        lines = ["a,b,c,d,label"]
         for row in range(120):
             label = row % 3
             a, b, c = generator.normal(loc=(label, -label, 0.5 * label), scale=0.5)
-            target = f"{a - 2 * b + c:.4f}" if target_kind == "value" else "xyz"[label]
-            lines.append(f"{a:.4f},{b:.4f},{c:.4f},{target}")
+            colour = colours[label] if generator.random() < 0.7 else colours[row % 2]
+            value = 2e5 + 5e4 * (a - 2 * b + c) + 1e4 * colours.index(colour)
+            target = f"{value:.2f}" if target_kind == "value" else "xyz"[label]
+            cells = [f"{a:.4f}", f"{b:.4f}", f"{c:.4f}", colour]
+            if row % 9 == 4:
+                cells[0] = ""  # a gap in a number column
+            if row % 11 == 6:
+                cells[1] = "NA"
+            if row % 13 == 2:
+                cells[3] = ""  # a gap in the category column
+            lines.append(",".join([*cells, target]))
         path.write_text("\n".join(lines) + "\n")
         return {"path": str(path), "target": "label", "batch_size": 16}
 
 
 def target_column(
     path: Path, name: str, values: list[str], kind: str
-) -> tuple[torch.Tensor, list[str]]:
-    """Class indices and sorted class names, or float values with no class names."""
+) -> tuple[torch.Tensor, list[str], str]:
+    """Class indices and sorted class names, or float values with no class names; and why
+    (the evidence, or the setting)."""
     cells = [value.strip() for value in values]
     for row, cell in enumerate(cells):
         if cell.lower() in MISSING:
@@ -123,16 +171,18 @@ def target_column(
     numbers = [as_number(cell) for cell in cells]
     present = [number for number in numbers if number is not None]
     numeric = len(present) == len(numbers)
-    integral = numeric and all(float(n).is_integer() for n in present)
-    if kind == "value" or (kind == "auto" and numeric and not integral):
+    why = f"as data.target_kind={kind}"
+    if kind == "auto":
+        kind, why = target_kind(path, name, cells, present if numeric else None)
+    if kind == "value":
         if not numeric:
             row = next(i for i, n in enumerate(numbers) if n is None)
             raise UserError(
                 f"{path} target column '{name}' row {row + 1} holds '{cells[row]}', not a "
                 "number, but data.target_kind=value; use numbers or target_kind=class"
             )
-        return torch.tensor(present, dtype=torch.float32), []
-    if integral:  # integer classes, in numeric order
+        return torch.tensor(present, dtype=torch.float32), [], why
+    if numeric and all(float(n).is_integer() for n in present):  # classes in numeric order
         labels = sorted({int(n) for n in present})
         names = [str(label) for label in labels]
         keys = [str(int(n)) for n in present]
@@ -140,7 +190,40 @@ def target_column(
         names = sorted(set(cells))
         keys = cells
     position = {label: i for i, label in enumerate(names)}
-    return torch.tensor([position[key] for key in keys], dtype=torch.int64), names
+    return torch.tensor([position[key] for key in keys], dtype=torch.int64), names, why
+
+
+def target_kind(
+    path: Path, name: str, cells: list[str], numbers: list[float] | None
+) -> tuple[str, str]:
+    """``class`` or ``value`` for ``data.target_kind=auto`` from the column's evidence, and
+    the evidence in words.
+
+    Texts are classes, numbers with a fraction a regression. Whole numbers are classes when
+    few distinct values each cover several rows, a regression when there are many
+    (scikit-learn's diabetes table: 214 values among 442 rows) or when written as reals
+    (``151.0``, ``1e3``); where the evidence is weak or conflicts (few values written as
+    reals), the user is asked in one line.
+    """
+    if numbers is None:
+        return "class", "it holds texts"
+    if not all(float(n).is_integer() for n in numbers):
+        return "value", "it holds numbers with a fraction"
+    distinct, rows = len(set(numbers)), len(numbers)
+    evidence = f"{distinct} distinct whole numbers among {rows} rows"
+    few = distinct <= MAX_CLASSES and rows >= ROWS_PER_CLASS * distinct
+    if any(mark in cell.lower() for cell in cells for mark in (".", "e")):
+        if not few:
+            return "value", f"{evidence}, written as reals (e.g. 1.0)"
+        evidence += ", written as reals (e.g. 1.0)"  # few values, yet reals: unclear
+    elif few:
+        return "class", evidence
+    elif distinct > MIN_VALUES or rows < ROWS_PER_VALUE * distinct:
+        return "value", evidence
+    raise UserError(
+        f"{path} target column '{name}' holds {evidence}: classes or a real value? set "
+        "data.target_kind=class or data.target_kind=value"
+    )
 
 
 def write_example(example: str, data_dir: str) -> Path:

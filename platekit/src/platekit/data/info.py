@@ -21,6 +21,8 @@ class DataInfo:
     feature_names: tuple[str, ...] = ()  # tabular data: the column of each feature
     background: float | None = None  # images: mean raw value of the border pixels
     split_sizes: dict[str, int] = field(default_factory=dict)
+    # tabular data: how each raw column becomes features (data/encoding.py), plain dicts
+    table_columns: tuple[dict[str, Any], ...] = ()
 
     @property
     def num_classes(self) -> int | None:
@@ -36,6 +38,7 @@ class DataInfo:
         plain["input_shape"] = list(self.input_shape)
         plain["class_names"] = list(self.class_names)
         plain["feature_names"] = list(self.feature_names)
+        plain["table_columns"] = [dict(column) for column in self.table_columns]
         return plain
 
     @classmethod
@@ -46,7 +49,7 @@ class DataInfo:
             ValueError: one line naming what is wrong (a file can be edited by anyone).
         """
         known = {name: plain[name] for name in cls.__dataclass_fields__ if name in plain}
-        for name in ("input_shape", "class_names", "feature_names"):
+        for name in ("input_shape", "class_names", "feature_names", "table_columns"):
             if name in known:
                 if not isinstance(known[name], list | tuple):
                     raise ValueError(f"{source}: {name} is not a list")
@@ -76,6 +79,10 @@ class DataInfo:
                 f"{source}: {len(self.feature_names)} feature names for inputs of shape "
                 f"{list(shape)}"
             )
+        if self.table_columns:
+            from .encoding import check_columns
+
+            check_columns(self.table_columns, prod(shape), source)
         if self.background is not None and not (
             isinstance(self.background, int | float) and isfinite(self.background)
         ):

@@ -12,6 +12,7 @@ from typing import BinaryIO
 import numpy as np
 
 from ..cli.errors import UserError, first_line
+from .encoding import encoded_rows
 from .images import IMAGE_SUFFIXES, MAX_PIXELS, load_image, source_name
 from .info import DataInfo
 from .tables import numeric_column, read_table
@@ -190,6 +191,8 @@ def table_array(
             f"input '{path}' is a table, but the model was not trained on one; pass "
             f"{'images' if len(info.input_shape) == 3 else '.npy arrays'} instead"
         )
+    if info.table_columns:  # raw columns with texts and gaps, encoded as in training
+        return encoded_rows(header, rows, info, path)
     missing = [name for name in info.feature_names if name not in header]
     if missing:
         raise UserError(

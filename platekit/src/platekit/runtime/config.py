@@ -19,9 +19,20 @@ def config_dir() -> Path:
 
 
 def to_plain(node: Any) -> Any:
-    """Turn an OmegaConf node into plain dicts and lists (resolved), leave others alone."""
+    """Turn OmegaConf nodes into plain dicts and lists (resolved), also inside plain dicts,
+    lists and tuples; leave other values alone.
+
+    What reaches a checkpoint must be plain: ``torch.load(weights_only=True)`` refuses a
+    pickled ``ListConfig`` (e.g. ``data.features=[a,b]``) and every command then fails.
+    """
     if isinstance(node, DictConfig) or OmegaConf.is_config(node):
         return OmegaConf.to_container(node, resolve=True)
+    if isinstance(node, dict):
+        return {key: to_plain(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [to_plain(value) for value in node]
+    if isinstance(node, tuple):
+        return tuple(to_plain(value) for value in node)
     return node
 
 

@@ -143,6 +143,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("opset", integer(7, example=18)),
     ("batch_sizes", list_of(integer(1, example=1), example="[1,7,64]")),
     ("tolerance", number(above=0.0, example=1e-4)),
+    ("rtol", number(low=0.0, example=1e-5)),
     ("repeats", integer(1, example=50)),
     ("verbose", flag()),  # export: the ONNX exporter's own progress lines
     # predict and serve

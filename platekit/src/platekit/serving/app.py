@@ -93,6 +93,7 @@ def metadata(model: OnnxRunner, path: Path, limits: Limits) -> dict[str, Any]:
         "input_shape": list(info.input_shape),
         "input_description": info.input_description,
         "feature_names": list(info.feature_names),
+        "table_columns": info.to_dict()["table_columns"],  # how a raw CSV row encodes
         "target_kind": info.target_kind,
         "class_names": list(info.class_names),
         "outputs": list(model.outputs),

@@ -1,6 +1,7 @@
 """Request bodies: read at most a limit of bytes, then decode them as predict decodes files.
 
-A body is one of: a JSON array of inputs (``application/json``), CSV rows with the training
+A body is one of: a JSON array of inputs (``application/json``; for a table model also an
+array of ``{column: value}`` rows, texts and gaps as they come), CSV rows with the training
 columns (``text/csv``), or one image file (``image/*``, ``application/octet-stream``).
 Every problem is a UserError with one line; ``status`` says which HTTP error it is.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cli.errors import UserError, first_line
+from ..data.encoding import record_rows
 from ..data.images import ImageTooLargeError
 from ..data.info import DataInfo
 from ..data.inputs import check_array, read_image, table_array
@@ -116,6 +118,11 @@ def json_inputs(body: bytes, info: DataInfo) -> np.ndarray:
                 'or {"inputs": array}'
             )
         value = value["inputs"]
+    if info.table_columns and isinstance(value, list) and value and isinstance(value[0], dict):
+        try:  # raw table rows as objects: {"age": null, "city": "Lyon", ...}
+            return record_rows(value, info, "JSON body")
+        except UserError as error:
+            raise BadBodyError(str(error)) from None
     try:
         array = np.asarray(value, dtype=np.float32)
     except (ValueError, TypeError, OverflowError) as error:

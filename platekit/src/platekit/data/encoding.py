@@ -1,0 +1,242 @@
+"""Tables as they come: number columns with gaps and text (category) columns, as numbers.
+
+Each column's encoding is learnt from the train split and stored as plain dicts (in the
+checkpoint's data card and the exported model's ``data_info`` metadata), so training,
+predict, serve and anyone holding ``model.onnx`` turn a raw row into the model's input the
+same way:
+
+- a number column: the value; a gap (an empty cell, ``NA``, ``null``, ...) takes the train
+  split's mean, and if the train split had gaps in that column a ``<name>_missing`` feature
+  is 1 there (0 elsewhere), so the model can tell a filled value from a real one;
+- a category column (any cell in it is not a number): one feature per value seen in the
+  train split (``<name>=<value>``), 1 for the row's value; a gap or a value the train split
+  never held is all zeros.
+
+``{"name": "age", "kind": "number", "fill": 41.2, "flag": true}``
+``{"name": "city", "kind": "category", "values": ["Lyon", "Paris"]}``
+
+Plain numpy and the standard library: predict reads tables without torch.
+"""
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..cli.errors import UserError
+from .tables import MISSING, as_number
+
+if TYPE_CHECKING:
+    from .info import DataInfo
+
+log = logging.getLogger(__name__)
+
+NUMBER, CATEGORY = "number", "category"
+MAX_CATEGORIES = 1000  # more distinct texts than this in a column: an id or free text
+MIN_ID_VALUES = 20  # ... and so is a column of more, most rows holding a text of their own
+Column = dict[str, Any]
+
+
+def is_gap(cell: str) -> bool:
+    return cell.strip().lower() in MISSING
+
+
+def infer_columns(
+    source: Path | str, cells: Mapping[str, list[str]], train: Sequence[int]
+) -> list[Column]:
+    """Each column's encoding, from the cells of the train split's rows (``train``)."""
+    columns = []
+    for name, values in cells.items():
+        seen = [values[row].strip() for row in train]
+        present = [cell for cell in seen if not is_gap(cell)]
+        numbers = [as_number(cell) for cell in present]
+        if all(number is not None for number in numbers) and cells_are_numbers(values):
+            finite = [n for n in numbers if n is not None and math.isfinite(n)]
+            if not finite:
+                raise UserError(
+                    f"{source} column '{name}' has no value in the train split's rows; fill "
+                    "it, or leave it out with data.features=[...]"
+                )
+            fill = float(np.mean(np.asarray(finite, dtype=np.float64)))
+            columns.append(
+                {"name": name, "kind": NUMBER, "fill": fill, "flag": len(present) < len(seen)}
+            )
+            continue
+        categories = sorted(set(present))
+        many = len(categories) > MIN_ID_VALUES and len(categories) > 0.5 * len(seen)
+        if len(categories) > MAX_CATEGORIES or many:
+            raise UserError(
+                f"{source} column '{name}' holds {len(categories)} distinct texts among "
+                f"{len(seen)} train rows (e.g. '{categories[0]}'): an id or free text, not "
+                "a category; leave it out with data.features=[...]"
+            )
+        columns.append({"name": name, "kind": CATEGORY, "values": categories})
+    return columns
+
+
+def cells_are_numbers(values: list[str]) -> bool:
+    """Whether every cell of the whole column (all splits) is a number or a gap: a text in
+    the validation or test rows makes the column a category column."""
+    return all(is_gap(cell) or as_number(cell.strip()) is not None for cell in values)
+
+
+def encoded_names(columns: Sequence[Column]) -> tuple[str, ...]:
+    """The name of each feature the model takes, in order."""
+    names: list[str] = []
+    for column in columns:
+        if column["kind"] == NUMBER:
+            names.append(column["name"])
+            if column["flag"]:
+                names.append(f"{column['name']}_missing")
+        else:
+            names += [f"{column['name']}={value}" for value in column["values"]]
+    return tuple(names)
+
+
+def encode(
+    columns: Sequence[Column], cells: Mapping[str, list[str]], source: Path | str
+) -> np.ndarray:
+    """The model's float32 inputs ``(N, features)`` for raw cells (one list per column)."""
+    count = len(next(iter(cells.values()))) if cells else 0
+    parts: list[np.ndarray] = []
+    for column in columns:
+        name, values = column["name"], cells[column["name"]]
+        if column["kind"] == NUMBER:
+            value, gap = number_feature(source, name, values, column["fill"])
+            parts.append(value)
+            if column["flag"]:
+                parts.append(gap.astype(np.float32))
+        else:
+            position = {category: i for i, category in enumerate(column["values"])}
+            onehot = np.zeros((count, len(position)), dtype=np.float32)
+            unseen: dict[str, int] = {}
+            for row, cell in enumerate(values):
+                index = position.get(cell.strip())  # a gap or an unseen value: all zeros
+                if index is not None:
+                    onehot[row, index] = 1.0
+                elif not is_gap(cell):
+                    unseen[cell.strip()] = unseen.get(cell.strip(), 0) + 1
+            if unseen:
+                warn_unseen(source, name, unseen)
+            parts.append(onehot)
+    return np.column_stack(parts).astype(np.float32) if parts else np.zeros((count, 0))
+
+
+def warn_unseen(source: Path | str, name: str, unseen: dict[str, int]) -> None:
+    """Say which values of a category column the train split never held (all zeros)."""
+    shown = ", ".join(f"'{value}'" for value in sorted(unseen)[:5])
+    more = f" and {len(unseen) - 5} more" if len(unseen) > 5 else ""
+    log.warning(
+        "%s column '%s': %d row(s) hold values the train split never held (%s%s); they "
+        "encode as all zeros, as a gap does",
+        source,
+        name,
+        sum(unseen.values()),
+        shown,
+        more,
+    )
+
+
+def number_feature(
+    source: Path | str, name: str, values: list[str], fill: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """A number column as float32 with its gaps filled, and where the gaps were."""
+    out = np.empty(len(values), dtype=np.float32)
+    gaps = np.zeros(len(values), dtype=bool)
+    for row, text in enumerate(values):
+        cell = text.strip()
+        if is_gap(cell):
+            out[row], gaps[row] = fill, True
+            continue
+        number = as_number(cell)
+        if number is None:
+            raise UserError(
+                f"{source} column '{name}' row {row + 1} holds '{cell}', not a number; the "
+                "model was trained on numbers there (leave the cell empty for a gap)"
+            )
+        out[row] = number
+        if not math.isfinite(float(out[row])):
+            raise UserError(f"{source} column '{name}' row {row + 1} is {cell}; use finite numbers")
+    return out, gaps
+
+
+def describe(columns: Sequence[Column]) -> list[str]:
+    """What was inferred, one line per kind of column."""
+    numbers = [c for c in columns if c["kind"] == NUMBER]
+    flagged = [c["name"] for c in numbers if c["flag"]]
+    categories = [c for c in columns if c["kind"] == CATEGORY]
+    lines = []
+    if numbers:
+        line = f"{len(numbers)} number column(s): {', '.join(c['name'] for c in numbers)}"
+        if flagged:
+            line += f"; gaps in {', '.join(flagged)} flagged (<name>_missing)"
+        lines.append(line + "; a gap takes the train mean")
+    if categories:
+        listed = ", ".join(f"{c['name']} ({len(c['values'])} values)" for c in categories)
+        lines.append(
+            f"{len(categories)} category column(s), one feature per train value: {listed}; "
+            "a gap or an unseen value is all zeros"
+        )
+    return lines
+
+
+def check_columns(columns: Any, width: int, source: str) -> None:
+    """Raise ValueError unless ``columns`` is a list of encodings ``width`` features wide."""
+    if not isinstance(columns, list | tuple):
+        raise ValueError(f"{source}: table_columns is not a list")
+    for column in columns:
+        if not isinstance(column, Mapping) or not isinstance(column.get("name"), str):
+            raise ValueError(f"{source}: a table column is not a mapping with a name")
+        if column.get("kind") == NUMBER:
+            fill, flag = column.get("fill"), column.get("flag")
+            if not isinstance(fill, int | float) or not math.isfinite(fill):
+                raise ValueError(f"{source}: column {column['name']} has no finite fill value")
+            if not isinstance(flag, bool):
+                raise ValueError(f"{source}: column {column['name']} has no flag true/false")
+        elif column.get("kind") == CATEGORY:
+            values = column.get("values")
+            if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):
+                raise ValueError(f"{source}: column {column['name']} has no list of values")
+        else:
+            raise ValueError(f"{source}: column {column['name']} is not a number or category")
+    if columns and len(encoded_names(columns)) != width:
+        raise ValueError(
+            f"{source}: table_columns encode {len(encoded_names(columns))} features, the "
+            f"model takes {width}"
+        )
+
+
+def encoded_rows(
+    header: list[str], rows: list[list[str]], info: "DataInfo", source: Path | str
+) -> np.ndarray:
+    """The model's inputs for parsed CSV rows holding the training columns (others ignored)."""
+    names = [column["name"] for column in info.table_columns]
+    missing = [name for name in names if name not in header]
+    if missing:
+        raise UserError(
+            f"input '{source}' lacks the column(s) {', '.join(missing)} the model was trained "
+            f"on; it needs {', '.join(names)} (a cell may be empty: a gap)"
+        )
+    index = {name: i for i, name in enumerate(header)}
+    cells = {name: [row[index[name]] for row in rows] for name in names}
+    return encode(info.table_columns, cells, source).reshape(len(rows), *info.input_shape)
+
+
+def record_rows(records: list[Any], info: "DataInfo", source: str) -> np.ndarray:
+    """The model's inputs for rows given as ``{column: value}`` objects (a JSON body):
+    ``None``, ``""``, NaN and a key left out are gaps; texts and numbers are read as in a
+    CSV cell."""
+    if not all(isinstance(record, Mapping) for record in records):
+        raise UserError(f"{source}: mix of objects and other values; send one object per row")
+    header = sorted({str(key) for record in records for key in record})  # a key left out
+
+    def cell(value: Any) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return ""
+        return str(value)
+
+    rows = [[cell(record.get(name)) for name in header] for record in records]  # ... is a gap
+    return encoded_rows(header, rows, info, source)

@@ -1,0 +1,223 @@
+"""Tables as they come: number columns with gaps, text columns as categories, the target's
+kind decided from evidence; predict, serve and bare onnxruntime take the raw rows."""
+
+import logging
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from support import QUICK, ROOT, compose_config, module
+
+UserError = module("cli.errors").UserError
+csv_data = module("data.csv")
+encoding = module("data.encoding")
+CsvDataModule = csv_data.CsvDataModule
+DataInfo = module("data.info").DataInfo
+
+
+def table(path: Path, header: str, rows: list[str]) -> Path:
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
+
+
+def setup(path: Path, **settings: Any) -> Any:
+    datamodule = CsvDataModule(path=str(path), **{"target": "label", **settings})
+    datamodule.setup()
+    return datamodule
+
+
+def mixed_rows(count: int = 60) -> list[str]:
+    rows = []
+    for i in range(count):
+        city = ("Paris", "Lyon", "Nice")[i % 3]
+        age = "" if i % 7 == 0 else str(20 + i % 30)
+        plan = "" if i % 5 == 0 else ("basic", "pro")[i % 2]
+        rows.append(f"{age},{city},{plan},{i % 4 * 0.5},{'yes' if i % 3 else 'no'}")
+    return rows
+
+
+def test_texts_are_categories_and_gaps_are_filled_from_the_train_split(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = table(tmp_path / "t.csv", "age,city,plan,score,label", mixed_rows())
+    with caplog.at_level(logging.INFO, logger="platekit.data.csv"):
+        datamodule = setup(path)
+    info = datamodule.info
+    columns = {column["name"]: column for column in info.table_columns}
+    assert columns["city"] == {
+        "name": "city",
+        "kind": "category",
+        "values": ["Lyon", "Nice", "Paris"],
+    }
+    assert columns["plan"]["values"] == ["basic", "pro"]  # a gap is no category of its own
+    assert columns["score"] == {
+        "name": "score",
+        "kind": "number",
+        "fill": pytest.approx(
+            float(np.mean([i % 4 * 0.5 for i in datamodule.parts["train"].tolist()]))
+        ),
+        "flag": False,
+    }
+    train = datamodule.parts["train"].tolist()
+    ages = [20 + i % 30 for i in train if i % 7]
+    assert columns["age"]["fill"] == pytest.approx(np.mean(ages))  # the train rows' mean only
+    assert columns["age"]["flag"] is True
+    assert info.feature_names == (
+        "age", "age_missing", "city=Lyon", "city=Nice", "city=Paris", "plan=basic", "plan=pro",
+        "score",
+    )  # fmt: skip
+    assert info.input_shape == (8,)
+    raw = datamodule.rows.inputs
+    row0 = raw[0].tolist()  # age gap, Paris, plan gap, score 0
+    assert row0 == pytest.approx([columns["age"]["fill"], 1, 0, 0, 1, 0, 0, 0.0])
+    # What was inferred: one line per kind of column, and the target's.
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3, lines
+    assert "2 number column(s): age, score; gaps in age flagged" in lines[0]
+    assert (
+        "2 category column(s), one feature per train value: city (3 values), plan (2 values)"
+        in lines[1]
+    )
+    assert "target label: 2 classes, it holds texts" in lines[2]
+
+
+def test_a_raw_row_encodes_as_in_training_unseen_values_and_gaps_included(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = table(tmp_path / "t.csv", "age,city,plan,score,label", mixed_rows())
+    info = setup(path).info
+    inputs = module("data.inputs")
+    header = ["score", "plan", "city", "age", "extra"]  # any order, other columns ignored
+    rows = [["1.5", "pro", "Oslo", "", "x"], ["NA", "", "Lyon", "33", "y"]]
+    with caplog.at_level(logging.WARNING):
+        encoded = inputs.table_array(header, rows, info, "rows")
+    assert [r.getMessage() for r in caplog.records] == [
+        "rows column 'city': 1 row(s) hold values the train split never held ('Oslo'); they "
+        "encode as all zeros, as a gap does"
+    ]
+    fills = {c["name"]: c.get("fill") for c in info.table_columns}
+    np.testing.assert_allclose(  # age, age_missing, city x3, plan x2, score
+        encoded,
+        [[fills["age"], 1, 0, 0, 0, 0, 1, 1.5], [33, 0, 1, 0, 0, 0, 0, fills["score"]]],
+        rtol=1e-6,
+    )
+    with pytest.raises(UserError, match=r"lacks the column\(s\) plan the model was trained on"):
+        inputs.table_array(["age", "city", "score"], [["1", "Lyon", "2"]], info, "rows")
+    with pytest.raises(UserError, match=r"column 'age' row 1 holds 'old', not a number"):
+        inputs.table_array(header, [["1", "pro", "Lyon", "old", ""]], info, "rows")
+
+
+def test_an_id_column_is_refused_naming_data_features(tmp_path: Path) -> None:
+    rows = [f"{i},user{i:04d},{i % 2}" for i in range(80)]
+    path = table(tmp_path / "t.csv", "x,user,label", rows)
+    with pytest.raises(
+        UserError, match=r"column 'user' holds \d+ distinct texts .* data\.features"
+    ):
+        setup(path)
+    assert setup(path, features=["x"]).info.feature_names == ("x",)
+
+
+def test_the_target_kind_follows_the_evidence(tmp_path: Path) -> None:
+    # scikit-learn's diabetes table: 214 distinct whole numbers among 442 rows is a value.
+    diabetes = csv_data.write_example("diabetes", str(tmp_path))
+    info = setup(diabetes, target="progression").info
+    assert (info.target_kind, info.class_names) == ("value", ())
+    whole = [f"{i % 5},{i % 3}" for i in range(60)]  # 3 whole numbers, 20 rows each: classes
+    assert setup(table(tmp_path / "c.csv", "x,label", whole)).info.class_names == ("0", "1", "2")
+    written = [f"{i},{i % 30}.0" for i in range(300)]  # whole numbers written as reals
+    assert setup(table(tmp_path / "r.csv", "x,label", written)).info.target_kind == "value"
+    binary = [f"{i},{i % 2}.0" for i in range(60)]  # 0.0/1.0: classes written as reals?
+    with pytest.raises(UserError, match=r"2 distinct whole numbers among 60 rows, written as "):
+        setup(table(tmp_path / "b.csv", "x,label", binary))
+    unclear = [f"{i},{i % 30}" for i in range(300)]  # 30 values, 10 rows each: either reading
+    with pytest.raises(UserError) as refused:
+        setup(table(tmp_path / "u.csv", "x,label", unclear))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "30 distinct whole numbers among 300 rows" in message
+    assert "data.target_kind=class or data.target_kind=value" in message
+    forced = setup(tmp_path / "u.csv", target_kind="class").info
+    assert forced.num_classes == 30
+
+
+def readme_lines() -> str:
+    """The baked README's lines that apply model.onnx's table encoding with onnxruntime."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    [block] = [b for b in blocks if "table_columns" in b]
+    return block
+
+
+@pytest.mark.slow
+def test_bare_onnxruntime_with_the_readme_lines_gives_predicts_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = CsvDataModule.make_fixture(tmp_path)  # numbers with gaps, a category with gaps
+    data = [f"data.{key}={value}" for key, value in settings.items()]
+    run = [*QUICK, "data=csv", "trainer.max_epochs=3", *data]  # no model=: the MLP
+    metrics = module("train").train(compose_config(tmp_path / "run", run), run)
+    assert metrics["test"]["test/acc"] > 0.6
+    best = metrics["best_checkpoint"]
+    card = torch.load(best, weights_only=True)["data"]["info"]
+    assert [c["name"] for c in card["table_columns"]] == ["a", "b", "c", "d"]  # the mapping
+    export = [f"ckpt_path={best}", "repeats=1", f"+data.path={settings['path']}"]
+    module("export").export(compose_config(tmp_path / "export", export, "export"))
+
+    rows = [  # raw rows: strings, empty cells, None, NaN, an unseen category
+        {"a": 0.5, "b": -1.2, "c": 0.1, "d": "red"},
+        {"a": None, "b": "", "c": 0.3, "d": "green"},
+        {"a": float("nan"), "b": 0.4, "c": -0.2, "d": None},
+        {"a": "1.5", "b": -0.5, "c": 0.0, "d": "purple"},
+    ]
+    scope: dict[str, Any] = {"rows": rows}
+    monkeypatch.chdir(tmp_path / "export")  # the README's lines open "model.onnx"
+    exec(compile(readme_lines(), "README.md", "exec"), scope)
+    _, probabilities = scope["outputs"]
+
+    def cell(value: Any) -> str:
+        return (
+            "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+        )
+
+    csv_path = table(
+        tmp_path / "rows.csv", "a,b,c,d", [",".join(map(cell, r.values())) for r in rows]
+    )
+    model = tmp_path / "export" / "model.onnx"
+    predict = module("predict").predict
+    predicted = predict(
+        compose_config(tmp_path / "p", [f"model_path={best}", f"inputs={csv_path}"], "predict")
+    )
+    from_onnx = predict(
+        compose_config(tmp_path / "q", [f"model_path={model}", f"inputs={csv_path}"], "predict")
+    )
+    assert [r["class"] for r in predicted] == probabilities.argmax(1).tolist()
+    assert [r["class"] for r in from_onnx] == probabilities.argmax(1).tolist()
+    np.testing.assert_allclose(
+        [r["probability"] for r in predicted], probabilities.max(1), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        [r["probability"] for r in from_onnx], probabilities.max(1), atol=1e-6
+    )
+    print("bare onnxruntime probabilities:", probabilities.max(1).round(4).tolist())
+    print("predict from ckpt:", [round(r["probability"], 4) for r in predicted])
+
+
+def test_a_model_file_whose_table_columns_do_not_fit_is_refused() -> None:
+    columns = [
+        {"name": "age", "kind": "number", "fill": 40.0, "flag": True},
+        {"name": "city", "kind": "category", "values": ["Lyon", "Paris"]},
+    ]
+    plain = {"input_shape": [4], "target_kind": "value", "table_columns": columns}
+    assert DataInfo.from_dict(plain).table_columns[1]["values"] == ["Lyon", "Paris"]
+    with pytest.raises(ValueError, match="table_columns encode 4 features, the model takes 5"):
+        DataInfo.from_dict({**plain, "input_shape": [5]}, "model.onnx")
+    broken = [{**columns[0], "fill": float("nan")}, columns[1]]
+    with pytest.raises(ValueError, match="column age has no finite fill value"):
+        DataInfo.from_dict({**plain, "table_columns": broken}, "model.onnx")
+    with pytest.raises(ValueError, match="column city is not a number or category"):
+        DataInfo.from_dict({**plain, "table_columns": [columns[0], {"name": "city"}]}, "x")
