@@ -21,7 +21,7 @@ from ..data.info import DataInfo
 from ..runtime.config import to_plain
 from .tasks import TASKS, Task
 
-FROM_DATA = ("input_shape", "num_outputs")
+FROM_DATA = ("input_shape", "num_outputs", "vocab_size", "padding_value")
 
 
 def build_model(
@@ -100,10 +100,15 @@ def sized_net(net: dict[str, Any], info: DataInfo) -> dict[str, Any]:
     accepts = inspect.signature(
         active().resolve(net.get("_target_"), "net", "model.net")
     ).parameters
-    sizes = {"input_shape": list(info.input_shape), "num_outputs": info.num_outputs}
+    sizes = {
+        "input_shape": list(info.input_shape),
+        "num_outputs": info.num_outputs,
+        "vocab_size": info.vocab_size,  # token inputs
+        "padding_value": info.padding_value,  # variable-length inputs
+    }
     net = dict(net)
     for name in FROM_DATA:
-        if name not in accepts:
+        if name not in accepts or sizes[name] is None:
             continue
         given = net.get(name)
         if given is not None and as_list(given) != as_list(sizes[name]):

@@ -1,7 +1,8 @@
 """Request bodies: read at most a limit of bytes, then decode them as predict decodes files.
 
-A body is one of: a JSON array of inputs (``application/json``), CSV rows with the training
-columns (``text/csv``), or one image file (``image/*``, ``application/octet-stream``).
+A body is one of: a JSON array of inputs (``application/json``; a list per sequence), CSV
+rows with the training columns (``text/csv``), or one image file (``image/*``,
+``application/octet-stream``).
 Every problem is a UserError with one line; ``status`` says which HTTP error it is.
 """
 
@@ -17,6 +18,7 @@ from ..cli.errors import UserError, first_line
 from ..data.images import ImageTooLargeError
 from ..data.info import DataInfo
 from ..data.inputs import check_array, read_image, table_array
+from ..data.padding import from_json
 from ..data.tables import parse_table
 
 JSON_TYPES = ("application/json",)
@@ -116,6 +118,11 @@ def json_inputs(body: bytes, info: DataInfo) -> np.ndarray:
                 'or {"inputs": array}'
             )
         value = value["inputs"]
+    if info.varying_axes:  # sequences: a list per row, of any allowed length
+        try:
+            return from_json(value, info, "JSON body")
+        except UserError as error:
+            raise BadBodyError(str(error)) from None
     try:
         array = np.asarray(value, dtype=np.float32)
     except (ValueError, TypeError, OverflowError) as error:
