@@ -162,6 +162,9 @@ def export_onnx(
         logging.getLogger(name).setLevel(logging.ERROR)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        # A dynamic length: torch's own size checks and its RNN weights' bookkeeping.
+        warnings.filterwarnings("ignore", message=".*_check_is_size.*", category=FutureWarning)
+        warnings.filterwarnings("ignore", message=".*assigned during export.*")
         torch.onnx.export(
             model,
             (example,),

@@ -51,6 +51,11 @@ class SequenceGRU(nn.Module):
 
     def forward(self, inputs: Tensor) -> Tensor:
         # inputs: (B, L) token ids or (B, L, F), padded -> outputs: (B, num_outputs)
+        if inputs.ndim != (2 if self.tokens else 3):
+            raise ValueError(
+                f"SequenceGRU takes (B, L) token ids (data with a vocab_size) or (B, L, F) "
+                f"vectors, got {tuple(inputs.shape)}"
+            )
         padding = inputs == self.padding_value
         if self.tokens:
             steps = self.embed(inputs.long())  # (B, L, E)
