@@ -17,10 +17,13 @@ import torch
 from plain_datamodule import PlainBlobs, PlainSequences, StreamedSequences
 from platekit.cli.errors import UserError
 from platekit.data.adapters import data_info
+from platekit.data.base import BaseDataModule, Rows
 from platekit.data.info import DataInfo
 from platekit.data.inputs import read_inputs
 from platekit.data.padding import check_sequences, from_json
 from platekit.data.sequences import SequenceDataModule
+from platekit.models.exportable import RawInputModel
+from platekit.models.runners import TorchRunner
 from platekit.models.sequence import SequenceGRU
 
 from support import QUICK, compose_config, module
@@ -299,3 +302,47 @@ def test_a_plain_module_that_declares_nothing_stops_before_training(tmp_path: Pa
     with pytest.raises(UserError, match="differ in size along axis 0"):
         module("train").train(compose_config(tmp_path / "run", undeclared))
     assert not list(tmp_path.rglob("*.ckpt"))
+
+
+# ---- vectors per step, no length limit ----------------------------------------------------
+
+
+class Walks(BaseDataModule):
+    """Random walks of 3-feature steps, 4 to 30 steps each, padded with -1 (never a step)."""
+
+    padding_value = -1.0
+
+    def varying_axes(self) -> dict[int, int | None]:
+        return {0: None}  # any length
+
+    def read(self) -> Rows:
+        generator = torch.Generator().manual_seed(0)
+        lengths = torch.randint(4, 31, (120,), generator=generator).tolist()
+        walks = [torch.rand(n, 3, generator=generator).cumsum(0) for n in lengths]
+        labels = torch.tensor([int(walk[-1, 0] > walk[-1, 1]) for walk in walks])
+        return Rows(walks, labels, class_names=["x", "y"])
+
+
+@pytest.mark.slow
+def test_vector_steps_with_no_limit_pad_to_the_longest_and_export_a_free_length(
+    tmp_path: Path,
+) -> None:
+    datamodule = Walks(normalize="none")
+    datamodule.setup()
+    info = datamodule.info
+    assert info.input_shape == (30, 3)
+    assert info.varying_axes == {0: None}
+    raw = datamodule.raw_inputs("test").numpy()
+    assert bool((raw[(raw == -1).all(axis=2)] == -1).all())  # padded steps are all padding
+    torch.manual_seed(0)
+    net = SequenceGRU(info.input_shape, 2, padding_value=-1.0)
+    model = RawInputModel(net, datamodule.mean, datamodule.std, "class").eval()
+    export_onnx = module("export").export_onnx
+    export_onnx(model, torch.from_numpy(raw[:2]), tmp_path / "walks.onnx", 18, info)
+    module("export").label_model(tmp_path / "walks.onnx", info, tmp_path / "none.ckpt")
+    runner = module("models.onnx_runner").OnnxRunner(tmp_path / "walks.onnx")
+    assert runner.session.get_inputs()[0].shape == ["batch", "length", 3]
+    longer = from_json([np.cumsum(np.ones((45, 3)), axis=0).tolist()], runner.info, "x")
+    assert longer.shape == (1, 45, 3)  # longer than any training walk: no limit declared
+    expected = TorchRunner(model, info)(longer)[-1]
+    np.testing.assert_allclose(runner(longer)[-1], expected, atol=1e-5)

@@ -50,7 +50,7 @@ def data_info(datamodule: LightningDataModule, num_classes: int | None = None) -
         class_names=tuple(names) if names else tuple(str(i) for i in range(int(classes))),
         varying_axes=axes,
         padding_value=float(getattr(datamodule, "padding_value", 0.0)) if axes else None,
-        vocab_size=getattr(datamodule, "vocab_size", None),
+        vocab_size=declared(datamodule, "vocab_size"),
     )
     try:
         info.check(f"data module {name}")
@@ -66,10 +66,15 @@ def data_info(datamodule: LightningDataModule, num_classes: int | None = None) -
 SAMPLED_ITEMS = 32  # items of a plain module's dataset compared for their shapes
 
 
+def declared(datamodule: LightningDataModule, name: str) -> Any:
+    """What a plain module declares as ``name``: an attribute, or a method's answer."""
+    value = getattr(datamodule, name, None)
+    return value() if callable(value) else value
+
+
 def declared_axes(datamodule: LightningDataModule) -> dict[int, int | None]:
     """A plain module's ``varying_axes`` (an attribute or a method), e.g. ``{0: 40}``."""
-    axes = getattr(datamodule, "varying_axes", None)
-    axes = axes() if callable(axes) else axes
+    axes = declared(datamodule, "varying_axes")
     if axes is None:
         return {}
     if not isinstance(axes, dict) or not all(isinstance(axis, int) for axis in axes):
