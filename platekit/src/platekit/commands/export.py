@@ -110,7 +110,7 @@ def pad_batches(batches: list[torch.Tensor], datamodule: LightningDataModule) ->
     if info.varying_axis is None:
         raise UserError(
             f"the test batches of {type(datamodule).__name__} differ in shape "
-            f"({sorted(lengths)}); declare the varying axis (varying_axes = {{0: max}})"
+            f"({sorted(lengths)}); declare the varying axis (varying_axes = " + "{0: max})"
         )
     return torch.from_numpy(pad_rows([batch.float().numpy() for batch in batches], info)[0])
 

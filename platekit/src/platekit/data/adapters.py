@@ -114,7 +114,7 @@ def first_item_shape(
             raise UserError(
                 f"data module {name}: its inputs differ in size along axis {axis} (sizes "
                 f"{sizes[0]} to {sizes[-1]} among its first {count} items); declare it on the "
-                f"module: varying_axes = {{{axis}: <largest size, or None>}} (and "
+                f"module: varying_axes = {declaration(axis)} (and "
                 "padding_value), so the model, export and predict take every size"
             )
     if len({len(shape) for shape in shapes}) > 1:
@@ -123,6 +123,11 @@ def first_item_shape(
         if limit is not None and 0 <= axis < len(first):
             first[axis] = limit
     return tuple(first)
+
+
+def declaration(axis: int) -> str:
+    """``{0: <largest size, or None>}``: what a module declares for a varying ``axis``."""
+    return "{" + f"{axis}: <largest size, or None>" + "}"
 
 
 def item_shape(item: Any, name: str) -> tuple[int, ...]:
