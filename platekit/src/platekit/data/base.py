@@ -234,13 +234,12 @@ class BaseDataModule(LightningDataModule):
         return TensorPairs(self.normalise(self.raw_inputs(split)), self.targets(split))
 
     def _varying_info(self) -> dict[str, Any]:
-        axes = self.varying_axes()
-        if not axes:
+        """The ``DataInfo`` fields of variable-length inputs (none for inputs of one size)."""
+        if not self.varying_axes():
             return {}
-        padding = float(self.padding_value)
         return {
-            "varying_axes": dict(axes),
-            "padding_value": padding,
+            "varying_axes": dict(self.varying_axes()),
+            "padding_value": float(self.padding_value),
             "vocab_size": self.vocab_size(),
         }
 
@@ -271,13 +270,8 @@ class BaseDataModule(LightningDataModule):
                 "dimensions; declare one axis of one input, e.g. {0: 40}"
             )
         shape = list(sequences[0].shape[1:])
-        info = DataInfo(
-            input_shape=(*shape[:axis], 1, *shape[axis + 1 :]),
-            target_kind="value",
-            varying_axes=dict(axes),
-            padding_value=float(self.padding_value),
-            vocab_size=self.vocab_size(),
-        )
+        shape[axis] = 1  # any length: what check_sequences compares are the other sizes
+        info = DataInfo(input_shape=tuple(shape), target_kind="value", **self._varying_info())
         as_numpy = [sequence.detach().float().numpy() for sequence in sequences]
         try:
             padded, lengths = pad_rows(as_numpy, info)
