@@ -16,6 +16,7 @@ import torch
 
 from plain_datamodule import PlainBlobs, PlainSequences, StreamedSequences
 from platekit.cli.errors import UserError
+from platekit.cli.header import data_shape
 from platekit.data.adapters import data_info
 from platekit.data.base import BaseDataModule, Rows
 from platekit.data.info import DataInfo
@@ -50,6 +51,7 @@ def test_a_plain_modules_shape_comes_from_its_declaration_not_a_batch() -> None:
     assert info.varying_axes == {0: 40}
     assert (info.padding_value, info.vocab_size) == (0.0, 13)
     assert info.input_description.startswith("float32 (N, L<=40)")
+    assert data_shape(info) == "inputs L<=40, 3 classes"  # the run header's line
 
 
 def test_a_plain_fixed_size_modules_shape_comes_from_its_first_item() -> None:
