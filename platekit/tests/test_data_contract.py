@@ -128,7 +128,7 @@ def test_plain_datamodule_trains_evaluates_and_exports_with_one_warning(
     report = export.export(
         compose_config(tmp_path / "export", [*allowed, "repeats=1"], config_name="export")
     )
-    assert report["inputs"][0]["shape"] == ["batch", 4]  # read from a batch
+    assert report["inputs"][0]["shape"] == ["batch", 4]  # its first item's shape
     assert all(row["classes_agree"] for row in report["parity"])
 
 

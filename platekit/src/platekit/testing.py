@@ -479,8 +479,9 @@ class DataContract:
                 "make_fixture(directory); define it (platekit.data.BaseDataModule) to run "
                 "the contract tests on it"
             )
-        shape = build_datamodule(root, data_args).info.input_shape
-        data_args.append("model=cnn" if len(shape) == 3 else "model=mlp")  # a net for the data
+        info = build_datamodule(root, data_args).info
+        if not info.varying_axes:  # sequences: the net their data config names
+            data_args.append("model=cnn" if len(info.input_shape) == 3 else "model=mlp")
         return {"name": data_config, "root": root, "data_args": data_args}
 
     @pytest.fixture(scope="class")
@@ -610,7 +611,10 @@ class DataContract:
         assert [output["name"] for output in report["outputs"]] == expected
         datamodule = self.datamodule(contract)
         assert report["inputs"][0]["name"] == datamodule.input_name
-        assert report["inputs"][0]["shape"][1:] == list(datamodule.info.input_shape)
+        shape = list(datamodule.info.input_shape)
+        for axis in datamodule.info.varying_axes:  # a sequence's length: free in the graph
+            shape[axis] = "length"
+        assert report["inputs"][0]["shape"][1:] == shape
         assert report["input_description"] == datamodule.info.input_description
 
     @pytest.mark.slow
@@ -622,11 +626,15 @@ class DataContract:
 
         predict = project_module("predict").predict
         datamodule = self.datamodule(contract)
+        answers = []
         for path in raw_files(datamodule, tmp_path / "inputs"):
             rows = {}
             for backend in ("ckpt", "model"):
                 overrides = [f"model_path={exported[backend]}", f"inputs={path}"]
                 rows[backend] = predict(compose_config(tmp_path / backend, overrides, "predict"))
+            answers.append([r.get("probability", r.get("value")) for r in rows["model"]])
+            if datamodule.info.varying_axes:  # the same sequences, however they were given
+                np.testing.assert_allclose(answers[-1], answers[0], atol=1e-5)
             if datamodule.info.target_kind == "value":  # a regression predicts values
                 assert all(set(r) == {"input", "value"} for r in rows["model"]), path
                 np.testing.assert_allclose(  # values of any size (the fixture's: ~2e5)
@@ -646,6 +654,36 @@ class DataContract:
             assert all(r["class_name"] == names[r["class"]] for r in rows["model"])
         card = torch.load(exported["ckpt"], weights_only=True)["data"]
         assert card["info"]["split_sizes"]["test"] == len(datamodule.parts["test"])
+
+    @pytest.mark.slow
+    def test_padding_does_not_change_predictions(
+        self, contract: dict[str, Any], exported: dict[str, Any]
+    ) -> None:
+        import numpy as np
+
+        from .checkpoints.restore import Checkpoint
+        from .data.padding import check_sequences
+        from .models.exportable import from_checkpoint
+        from .models.onnx_runner import OnnxRunner
+        from .models.runners import TorchRunner
+
+        info = self.datamodule(contract).info
+        if info.varying_axis is None:
+            pytest.skip(f"{contract['name']}: inputs of one size, nothing is padded")
+        axis = 1 + info.varying_axis
+        raw = self.datamodule(contract).raw_inputs("test", limit=16).float().numpy()
+        own = [check_sequences(row[None], None, info, "test row") for row in raw]  # unpadded
+        assert len({row.shape[axis] for row in own}) > 1, "the rows must differ in length"
+        width = [(0, 0)] * raw.ndim
+        width[axis] = (0, 7)  # seven more padding steps than training ever saw
+        longer = np.pad(raw, width, constant_values=info.padding_value)
+        checkpoint = Checkpoint.open(exported["ckpt"])
+        torch_runner = TorchRunner(from_checkpoint(checkpoint), info)
+        for runner in (torch_runner, OnnxRunner(exported["model"])):
+            padded = runner(raw)[-1]  # each row padded to the training length, in one batch
+            alone = np.concatenate([runner(row)[-1] for row in own])  # each at its own length
+            np.testing.assert_allclose(alone, padded, atol=1e-5, rtol=0)
+            np.testing.assert_allclose(runner(longer)[-1], padded, atol=1e-5, rtol=0)
 
     @pytest.mark.slow
     def test_two_ranks_train_on_disjoint_shards_covering_the_split(
@@ -726,7 +764,28 @@ def raw_files(datamodule: Any, directory: Path) -> list[Path]:
         files += [Path(items[int(i)]) for i in datamodule.parts["test"][:8]]
     if datamodule.info.feature_names:  # a table: the CSV itself
         files.append(Path(datamodule.hparams.path))
+    if datamodule.info.varying_axes:  # sequences: as lists, and as a padded array + lengths
+        files += sequence_files(datamodule.raw_inputs("test").numpy(), datamodule.info, directory)
     return files
+
+
+def sequence_files(raw: Any, info: Any, directory: Path) -> list[Path]:
+    """Padded sequences ``raw`` as a user writes them: ``test.json`` (a list per row, each
+    of its own length) and ``test_lengths.npz`` (int64 tokens, a tail of junk, ``lengths``)."""
+    import numpy as np
+
+    from .data.padding import check_sequences, step_is_padding
+
+    axis = 1 + info.varying_axis
+    lengths = (~step_is_padding(raw, axis, info.padding_value)).sum(axis=1)
+    rows = [check_sequences(row[None], None, info, "test row")[0] for row in raw]
+    (directory / "test.json").write_text(json.dumps([row.tolist() for row in rows]))
+    junk = raw.copy()
+    beyond = np.arange(raw.shape[axis])[None, :] >= lengths[:, None]  # (N, L)
+    np.moveaxis(junk, axis, 1)[beyond] = info.padding_value + 1  # anything but padding
+    dtype = np.int64 if info.vocab_size else np.float32
+    np.savez(directory / "test_lengths.npz", inputs=junk.astype(dtype), lengths=lengths)
+    return [directory / "test.json", directory / "test_lengths.npz"]
 
 
 def expected_shard(datamodule: Any, rank: int, epoch: int, world: int) -> Any:

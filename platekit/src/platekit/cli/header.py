@@ -50,7 +50,11 @@ def data_sizes(info: DataInfo) -> str:
 
 
 def data_shape(info: DataInfo) -> str:
-    shape = "x".join(str(size) for size in info.input_shape)
+    sizes = [str(size) for size in info.input_shape]
+    if info.varying_axis is not None:  # a sequence's length: "L<=40", or "L" with no limit
+        limit = info.varying_axes[info.varying_axis]
+        sizes[info.varying_axis] = "L" if limit is None else f"L<={limit}"
+    shape = "x".join(sizes)
     targets = f"{info.num_classes} classes" if info.num_classes else "one value"
     return f"inputs {shape}, {targets}"
 

@@ -64,9 +64,11 @@ def export(cfg: DictConfig) -> dict[str, Any]:
         export_onnx(model, example, tmp, cfg.opset, info, verbose=cfg.get("verbose", False))
         label_model(tmp, info, checkpoint.path)
         onnx_runner = OnnxRunner(tmp, threads=torch.get_num_threads())
-        rows = compare(
-            TorchRunner(model, info), onnx_runner, inputs, sizes, cfg.repeats, tolerances(cfg)
-        )
+        torch_runner, limits = TorchRunner(model, info), tolerances(cfg)
+        rows = compare(torch_runner, onnx_runner, inputs, sizes, cfg.repeats, limits)
+        if info.varying_axes:  # the length axis is free too: the same rows, unpadded
+            short = shortest_padding(inputs[: sizes[0]], info)
+            rows += compare(torch_runner, onnx_runner, short, sizes[:1], cfg.repeats, limits)
         log.info("parity and latency (ms), PyTorch vs onnxruntime:\n%s", format_table(rows))
         check_parity(rows, *tolerances(cfg))
         report.update(describe(tmp, onnx_runner, cfg, model, rows))
@@ -92,13 +94,37 @@ def parity_inputs(datamodule: LightningDataModule, rows: int) -> np.ndarray:
             count += len(batch[0])
             if count >= rows:
                 break
-        inputs = torch.cat(batches)[:rows]
+        inputs = pad_batches(batches, datamodule)[:rows]
     if len(inputs) < 2:
         raise UserError(
             f"the test split has {len(inputs)} rows; export needs 2 or more to check parity "
             "(raise data.test_fraction)"
         )
     return inputs.float().numpy()
+
+
+def pad_batches(batches: list[torch.Tensor], datamodule: LightningDataModule) -> torch.Tensor:
+    """A plain module's test batches in one tensor, padded to a common length if they vary."""
+    lengths = {tuple(batch.shape[1:]) for batch in batches}
+    if len(lengths) == 1:
+        return torch.cat(batches)
+    from ..data.adapters import data_info
+    from ..data.padding import pad_rows
+
+    info = data_info(datamodule)
+    if info.varying_axis is None:
+        raise UserError(
+            f"the test batches of {type(datamodule).__name__} differ in shape "
+            f"({sorted(lengths)}); declare the varying axis (varying_axes = " + "{0: max})"
+        )
+    return torch.from_numpy(pad_rows([batch.float().numpy() for batch in batches], info)[0])
+
+
+def shortest_padding(inputs: np.ndarray, info: DataInfo) -> np.ndarray:
+    """Padded sequences cropped to the longest of them: the graph run at their own length."""
+    from ..data.padding import check_sequences
+
+    return check_sequences(inputs, None, info, "the test split")
 
 
 def label_model(path: Path, info: DataInfo, checkpoint: Path) -> None:
@@ -134,17 +160,25 @@ def export_onnx(
     *,
     verbose: bool = False,
 ) -> None:
-    """Trace with the current (dynamo) exporter; weights inside the file; batch left free.
+    """Trace with the current (dynamo) exporter; weights inside the file; batch left free,
+    and a sequence's length (``info.varying_axes``).
 
-    ``example`` needs a batch of at least 2, or the exporter specialises the batch to 1.
+    ``example`` needs a batch (and a length) of at least 2, or the exporter specialises it.
     ``verbose``: print the exporter's steps; a failure raises either way.
     """
-    batch = torch.export.Dim("batch")
+    dims = {0: torch.export.Dim("batch")}
+    for axis, limit in info.varying_axes.items():  # a sequence's length: free up to its limit
+        dims[axis + 1] = (
+            torch.export.Dim("length", max=limit) if limit else torch.export.Dim("length")
+        )
     # Quiet the exporter's per-pass INFO lines and its warnings about torchvision ops.
     for name in ("onnx_ir", "onnxscript", "torch.onnx._internal.exporter._registration"):
         logging.getLogger(name).setLevel(logging.ERROR)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        # A dynamic length: torch's own size checks and its RNN weights' bookkeeping.
+        warnings.filterwarnings("ignore", message=".*_check_is_size.*", category=FutureWarning)
+        warnings.filterwarnings("ignore", message=".*assigned during export.*")
         torch.onnx.export(
             model,
             (example,),
@@ -152,7 +186,7 @@ def export_onnx(
             dynamo=True,
             input_names=[info.input_name],
             output_names=list(output_names(info.target_kind)),
-            dynamic_shapes=({0: batch},),
+            dynamic_shapes=(dims,),
             external_data=False,
             opset_version=opset,
             verbose=verbose,
@@ -209,6 +243,7 @@ def compare(
         rows.append(
             {
                 "batch_size": int(size),
+                "input_shape": list(batch.shape[1:]),
                 "max_abs_diff": diff,
                 "max_rel_diff": relative,
                 "within_tolerance": within_tolerance(expected, actual, *tolerance),
@@ -234,13 +269,16 @@ def latency_ms(run: TorchRunner | OnnxRunner, batch: np.ndarray, repeats: int) -
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
+    # Sequences are checked at several lengths too: then a column shows each row's shape.
+    shapes = ["x".join(map(str, row.get("input_shape", []))) for row in rows]
+    column = "{:>8}  " if len(set(shapes)) > 1 else ""
     lines = [
-        f"{'batch':>5}  {'max abs diff':>12}  {'classes':>7}  "
+        f"{'batch':>5}  {column.format('input')}{'max abs diff':>12}  {'classes':>7}  "
         f"{'torch p50':>9}  {'torch p95':>9}  {'ort p50':>9}  {'ort p95':>9}"
     ]
-    for row in rows:
+    for row, shape in zip(rows, shapes, strict=True):
         lines.append(
-            f"{row['batch_size']:>5}  {row['max_abs_diff']:>12.3g}  "
+            f"{row['batch_size']:>5}  {column.format(shape)}{row['max_abs_diff']:>12.3g}  "
             f"{'agree' if row['classes_agree'] else 'DIFFER':>7}  "
             f"{row['torch_ms_p50']:>9.3f}  {row['torch_ms_p95']:>9.3f}  "
             f"{row['onnxruntime_ms_p50']:>9.3f}  {row['onnxruntime_ms_p95']:>9.3f}"

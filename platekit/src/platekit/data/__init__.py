@@ -1,4 +1,5 @@
-"""Data modules: the contract every one follows (``base.py``) and the generic ones (CSV, images).
+"""Data modules: the contract every one follows (``base.py``), the generic ones (CSV, images)
+and the sequence example.
 
 Names are imported on first use, so a command that needs only ``data.info`` or
 ``data.inputs`` (ONNX predict) does not import torch.
@@ -12,6 +13,7 @@ EXPORTS = {
     "CsvDataModule": ".csv",
     "DataInfo": ".info",
     "ImageFolderDataModule": ".image_folder",
+    "SequenceDataModule": ".sequences",
 }
 __all__ = sorted(EXPORTS)
 

@@ -1,7 +1,9 @@
 """What the project reads from any data module: the contract's metadata, or a plain one's.
 
 A :class:`~.base.BaseDataModule` describes itself fully. A plain ``LightningDataModule``
-still trains: its input shape is read from a batch and its classes from ``num_classes`` /
+still trains: its input shape is what it declares (``input_shape``, ``varying_axes``,
+``padding_value``, ``vocab_size`` attributes), else its train dataset's first item's;
+its classes from ``num_classes`` /
 ``class_names`` attributes or the model config; what it cannot give is named in one warning.
 """
 
@@ -10,10 +12,12 @@ from typing import Any, TypeGuard
 
 import torch
 from lightning import LightningDataModule
+from torch.utils.data import IterableDataset
 
 from ..cli.errors import UserError
 from .base import BaseDataModule
 from .info import DataInfo
+from .padding import shape_text
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +33,10 @@ def data_info(datamodule: LightningDataModule, num_classes: int | None = None) -
     if isinstance(datamodule, BaseDataModule):
         return datamodule.info
     name = type(datamodule).__name__
+    axes = declared_axes(datamodule)
     shape = getattr(datamodule, "input_shape", None)
     if shape is None:
-        inputs = next(iter(datamodule.train_dataloader()))[0]
-        shape = tuple(inputs.shape[1:])
+        shape = first_item_shape(datamodule, axes)
     names = getattr(datamodule, "class_names", None)
     classes = getattr(datamodule, "num_classes", None) or (len(names) if names else num_classes)
     if not classes:
@@ -40,12 +44,102 @@ def data_info(datamodule: LightningDataModule, num_classes: int | None = None) -
             f"data module {name} has no num_classes or class_names; define num_classes on "
             "it, or set model.num_classes"
         )
-    return DataInfo(
+    info = DataInfo(
         input_shape=tuple(int(n) for n in shape),
         target_kind="class",
         class_names=tuple(names) if names else tuple(str(i) for i in range(int(classes))),
-        input_description=f"float32 (N, {', '.join(map(str, shape))}): what {name} yields",
+        varying_axes=axes,
+        padding_value=float(getattr(datamodule, "padding_value", 0.0)) if axes else None,
+        vocab_size=declared(datamodule, "vocab_size"),
     )
+    try:
+        info.check(f"data module {name}")
+    except ValueError as error:
+        raise UserError(
+            f"{error}; fix what {name} declares (input_shape, varying_axes, padding_value, "
+            "vocab_size)"
+        ) from None
+    what = shape_text(info) if axes else f"(N, {', '.join(map(str, shape))})"
+    return DataInfo(**{**info.__dict__, "input_description": f"float32 {what}: what {name} yields"})
+
+
+SAMPLED_ITEMS = 32  # items of a plain module's dataset compared for their shapes
+
+
+def declared(datamodule: LightningDataModule, name: str) -> Any:
+    """What a plain module declares as ``name``: an attribute, or a method's answer."""
+    value = getattr(datamodule, name, None)
+    return value() if callable(value) else value
+
+
+def declared_axes(datamodule: LightningDataModule) -> dict[int, int | None]:
+    """A plain module's ``varying_axes`` (an attribute or a method), e.g. ``{0: 40}``."""
+    axes = declared(datamodule, "varying_axes")
+    if axes is None:
+        return {}
+    if not isinstance(axes, dict) or not all(isinstance(axis, int) for axis in axes):
+        raise UserError(
+            f"data module {type(datamodule).__name__} declares varying_axes={axes!r}; declare "
+            "a dict of axis -> largest size (None: any), e.g. {0: 40}"
+        )
+    return dict(axes)
+
+
+def first_item_shape(
+    datamodule: LightningDataModule, axes: dict[int, int | None]
+) -> tuple[int, ...]:
+    """A plain module's input shape from its map-style train dataset's first item (never from
+    a shuffled, padded batch), its first items compared so that a varying size is declared.
+
+    A varying axis with a declared maximum takes that size (the model's largest input).
+    """
+    name = type(datamodule).__name__
+    dataset = getattr(datamodule.train_dataloader(), "dataset", None)
+    if isinstance(dataset, IterableDataset) or not (
+        hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")
+    ):
+        raise UserError(
+            f"data module {name}: the input shape cannot be known (its train dataset is not "
+            "map-style, so it has no first item); declare it on the module: input_shape = "
+            "(...), and varying_axes = {axis: max} if a size varies"
+        )
+    count = min(len(dataset), SAMPLED_ITEMS)  # type: ignore[arg-type]
+    if count == 0:
+        raise UserError(f"data module {name}: its train dataset is empty; give it data")
+    shapes = [item_shape(dataset[index], name) for index in range(count)]  # type: ignore[index]
+    first = list(shapes[0])
+    for axis in range(len(first)):
+        sizes = sorted({shape[axis] for shape in shapes if len(shape) == len(first)})
+        if len(sizes) > 1 and axis not in axes:
+            raise UserError(
+                f"data module {name}: its inputs differ in size along axis {axis} (sizes "
+                f"{sizes[0]} to {sizes[-1]} among its first {count} items); declare it on the "
+                f"module: varying_axes = {declaration(axis)} (and "
+                "padding_value), so the model, export and predict take every size"
+            )
+    if len({len(shape) for shape in shapes}) > 1:
+        raise UserError(f"data module {name}: its inputs differ in their number of dimensions")
+    for axis, limit in axes.items():
+        if limit is not None and 0 <= axis < len(first):
+            first[axis] = limit
+    return tuple(first)
+
+
+def declaration(axis: int) -> str:
+    """``{0: <largest size, or None>}``: what a module declares for a varying ``axis``."""
+    return "{" + f"{axis}: <largest size, or None>" + "}"
+
+
+def item_shape(item: Any, name: str) -> tuple[int, ...]:
+    """The shape of one dataset item's input: the item, or the first of a pair."""
+    inputs = item[0] if isinstance(item, tuple | list) else item
+    shape = getattr(inputs, "shape", None)
+    if shape is None:
+        raise UserError(
+            f"data module {name}: a dataset item's input is {type(inputs).__name__}, not a "
+            "tensor; yield (input tensor, target) pairs or declare input_shape"
+        )
+    return tuple(int(n) for n in shape)
 
 
 def warn_if_plain(datamodule: LightningDataModule) -> None:

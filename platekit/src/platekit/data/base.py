@@ -42,6 +42,7 @@ from ..runtime.config import to_plain
 from ..settings import Range
 from .info import DataInfo
 from .loading import ResumableDataLoader, in_memory_loader
+from .padding import check_sequences, describe_rule, pad_rows
 from .sampling import EpochBatchSampler, InOrderBatchSampler, TensorPairs
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class BaseDataModule(LightningDataModule):
     hparams: AttributeDict  # what save_hyperparameters() stores (Lightning types it loosely)
 
     input_name = "inputs"  # what the exported model calls its input; subclasses rename it
+    padding_value = 0.0  # what fills a sequence past its end (with varying_axes)
 
     def __init__(
         self,
@@ -138,12 +140,29 @@ class BaseDataModule(LightningDataModule):
 
     def describe_input(self, info: DataInfo) -> str:
         """One sentence on what one input is: its shape, scale and meaning."""
+        if info.varying_axes:
+            return f"float32 {describe_rule(info)}: as {type(self).__name__}.read() gives them"
         shape = ", ".join(map(str, info.input_shape))
         return f"float32 (N, {shape}): raw inputs as {type(self).__name__}.read() gives them"
 
     def feature_names(self) -> tuple[str, ...]:
         """Tabular data: the name of each input feature, in order."""
         return ()
+
+    def varying_axes(self) -> dict[int, int | None]:
+        """Inputs whose size varies: axis of one input -> its largest allowed size (None: any).
+
+        Sequences declare ``{0: 40}`` (a length of up to 40) and ``read`` gives
+        ``Rows.inputs`` as a list of tensors of their own lengths: the base pads them with
+        :attr:`padding_value` to the maximum (or the longest), export leaves that axis free
+        and predict takes sequences of any allowed length. A step equal to the padding
+        value ends a sequence, so the net can find each one's length (``padding.py``).
+        """
+        return {}
+
+    def vocab_size(self) -> int | None:
+        """Token inputs: the number of token ids (the padding id included); None otherwise."""
+        return None
 
     @classmethod
     def make_fixture(cls, directory: Path) -> dict[str, Any] | None:
@@ -161,6 +180,8 @@ class BaseDataModule(LightningDataModule):
             return
         check_settings(self.hparams)
         rows, parts = self._split(self.read())
+        if self.varying_axes():
+            rows = self._padded(rows)
         check_rows(type(self).__name__, rows, parts)
         self.rows, self.parts = rows, parts
         train = self.raw_inputs("train")
@@ -178,6 +199,7 @@ class BaseDataModule(LightningDataModule):
             feature_names=self.feature_names(),
             background=border_mean(train),
             split_sizes={name: len(index) for name, index in parts.items()},
+            **self._varying_info(),
         )
         self._info = DataInfo(**{**info.__dict__, "input_description": self.describe_input(info)})
         sizes = ", ".join(f"{name} {len(index)}" for name, index in parts.items())
@@ -212,6 +234,58 @@ class BaseDataModule(LightningDataModule):
         if split in self._splits:
             return self._splits[split]
         return TensorPairs(self.normalise(self.raw_inputs(split)), self.targets(split))
+
+    def _varying_info(self) -> dict[str, Any]:
+        """The ``DataInfo`` fields of variable-length inputs (none for inputs of one size)."""
+        if not self.varying_axes():
+            return {}
+        return {
+            "varying_axes": dict(self.varying_axes()),
+            "padding_value": float(self.padding_value),
+            "vocab_size": self.vocab_size(),
+        }
+
+    def _padded(self, rows: Rows) -> Rows:
+        """Rows whose inputs are sequences of their own lengths, as one padded tensor.
+
+        Each sequence is checked as predict checks a user's (length, padding, tokens), and
+        padded to the declared maximum, or to the longest when there is none.
+        """
+        name, axes = type(self).__name__, self.varying_axes()
+        if self.hparams.normalize != "none":
+            raise UserError(
+                f"data.normalize={self.hparams.normalize}: {name}'s inputs vary in length, and "
+                "padding would enter the statistics; set data.normalize=none"
+            )
+        items = rows.inputs
+        if not isinstance(items, Tensor) and not all(isinstance(i, Tensor) for i in items):
+            raise UserError(
+                f"{name}.read() gave items to decode, but its inputs vary in length: give "
+                "the sequences as tensors (Rows.inputs = [tensor, ...])"
+            )
+        sequences = [items] if isinstance(items, Tensor) else [item[None] for item in items]
+        ranks = {sequence.ndim - 1 for sequence in sequences}
+        (axis, limit), rank = next(iter(axes.items())), max(ranks)
+        if len(ranks) > 1 or not 0 <= axis < rank or len(axes) > 1:
+            raise UserError(
+                f"{name}: varying_axes {axes} does not fit its inputs of {sorted(ranks)} "
+                "dimensions; declare one axis of one input, e.g. {0: 40}"
+            )
+        shape = list(sequences[0].shape[1:])
+        shape[axis] = 1  # any length: what check_sequences compares are the other sizes
+        info = DataInfo(input_shape=tuple(shape), target_kind="value", **self._varying_info())
+        as_numpy = [sequence.detach().float().numpy() for sequence in sequences]
+        try:
+            padded, lengths = pad_rows(as_numpy, info)
+            given = None if isinstance(items, Tensor) else lengths  # padded already: read it
+            checked = check_sequences(padded, given, info, f"{name}.read()")
+        except ValueError as error:  # the rows' other sizes differ from one another
+            raise UserError(f"{name}.read() gave inputs of different shapes ({error})") from None
+        inputs = torch.from_numpy(checked)
+        size = limit if limit is not None else inputs.shape[axis + 1]
+        width = [0, 0] * (inputs.ndim - axis - 2) + [0, size - inputs.shape[axis + 1]]
+        inputs = torch.nn.functional.pad(inputs, width, value=float(self.padding_value))
+        return Rows(inputs, rows.targets, rows.class_names)
 
     def _split(self, read: Rows | dict[str, Rows]) -> tuple[Rows, dict[str, Tensor]]:
         """All rows in one ``Rows`` and each split's indices into it."""

@@ -23,10 +23,21 @@ class DataInfo:
     split_sizes: dict[str, int] = field(default_factory=dict)
     # tabular data: how each raw column becomes features (data/encoding.py), plain dicts
     table_columns: tuple[dict[str, Any], ...] = ()
+    # Variable-length inputs: axis of one input -> the largest size allowed (None: any).
+    # ``input_shape`` holds the size training padded that axis to; shorter inputs are
+    # padded with ``padding_value``, which the net reads as "past the end" (its lengths).
+    varying_axes: dict[int, int | None] = field(default_factory=dict)
+    padding_value: float | None = None
+    vocab_size: int | None = None  # token inputs: integer ids in [0, vocab_size)
 
     @property
     def num_classes(self) -> int | None:
         return len(self.class_names) if self.target_kind == "class" else None
+
+    @property
+    def varying_axis(self) -> int | None:
+        """The axis of one input whose size varies (a sequence's length), if any."""
+        return next(iter(self.varying_axes), None)
 
     @property
     def num_outputs(self) -> int:
@@ -39,6 +50,7 @@ class DataInfo:
         plain["class_names"] = list(self.class_names)
         plain["feature_names"] = list(self.feature_names)
         plain["table_columns"] = [dict(column) for column in self.table_columns]
+        plain["varying_axes"] = {str(axis): size for axis, size in self.varying_axes.items()}
         return plain
 
     @classmethod
@@ -54,6 +66,8 @@ class DataInfo:
                 if not isinstance(known[name], list | tuple):
                     raise ValueError(f"{source}: {name} is not a list")
                 known[name] = tuple(known[name])
+        if "varying_axes" in known:
+            known["varying_axes"] = axes_from_plain(known["varying_axes"], source)
         info = cls(**known)
         info.check(source)
         return info
@@ -83,7 +97,60 @@ class DataInfo:
             from .encoding import check_columns
 
             check_columns(self.table_columns, prod(shape), source)
+        check_varying(self, source)
+        check_vocab(self, source)
         if self.background is not None and not (
             isinstance(self.background, int | float) and isfinite(self.background)
         ):
             raise ValueError(f"{source}: background {self.background!r} is not a finite number")
+
+
+def is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def axes_from_plain(value: object, source: str) -> dict[int, int | None]:
+    """``{"0": 40}`` as JSON and checkpoints store it -> ``{0: 40}``."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{source}: varying_axes is not a mapping of axis to maximum size")
+    axes: dict[int, int | None] = {}
+    for key, size in value.items():
+        if not str(key).isdigit():
+            raise ValueError(f"{source}: varying_axes has axis {key!r}; axes are 0, 1, ...")
+        axes[int(key)] = size
+    return axes
+
+
+def check_varying(info: DataInfo, source: str) -> None:
+    """One varying axis at most, inside the input, with a padding value and sane limits."""
+    axes = info.varying_axes
+    if not axes:
+        return
+    if len(axes) > 1:
+        raise ValueError(f"{source}: varying_axes {dict(axes)} names several axes; one may vary")
+    ((axis, limit),) = axes.items()
+    if not 0 <= axis < len(info.input_shape):
+        raise ValueError(
+            f"{source}: varying axis {axis} is outside inputs of shape {list(info.input_shape)}"
+        )
+    if limit is not None and not is_size(limit):
+        raise ValueError(f"{source}: varying axis {axis} has maximum {limit!r}; give a size >= 1")
+    if limit is not None and info.input_shape[axis] > limit:
+        raise ValueError(
+            f"{source}: inputs were padded to {info.input_shape[axis]} along axis {axis}, over "
+            f"its maximum {limit}"
+        )
+    if not isinstance(info.padding_value, int | float) or not isfinite(info.padding_value):
+        raise ValueError(f"{source}: varying axes need a finite padding_value")
+
+
+def check_vocab(info: DataInfo, source: str) -> None:
+    """Token inputs: a vocabulary size that holds the padding value, if there is one."""
+    if info.vocab_size is None:
+        return
+    padding = info.padding_value if info.padding_value is not None else 0
+    if not is_size(info.vocab_size) or not 0 <= padding < info.vocab_size:
+        raise ValueError(
+            f"{source}: vocab_size {info.vocab_size!r} must be a size >= 1 holding the "
+            f"padding value {padding}"
+        )

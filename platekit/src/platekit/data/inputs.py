@@ -15,11 +15,13 @@ from ..cli.errors import UserError, first_line
 from .encoding import encoded_rows
 from .images import IMAGE_SUFFIXES, MAX_PIXELS, load_image, source_name
 from .info import DataInfo
+from .padding import LENGTHS_KEY, check_sequences, concatenate, from_json, read_json_file, split_npz
 from .tables import numeric_column, read_table
 
 log = logging.getLogger(__name__)
 
 ARRAY_SUFFIXES = (".npy", ".npz")
+JSON_SUFFIXES = (".json",)  # a list per row: sequences of any allowed length
 TABLE_SUFFIXES = (".csv",)
 POLARITY_GAP = 0.35  # background brighter/darker than training's by this much: warn
 
@@ -35,7 +37,8 @@ def read_inputs(
     """All rows of all inputs, in order, and a name per row (``file[i]`` or the image file).
 
     Args:
-        paths: .npy/.npz arrays of ``(N, *input_shape)``, .csv tables with the training
+        paths: .npy/.npz arrays of ``(N, *input_shape)`` (sequences: padded, the .npz
+            with ``lengths``), .json lists of rows, .csv tables with the training
             columns, image files, or folders (searched recursively for all of these).
         info: what the model takes (shape, feature names, image background).
         npz_key: the array to read from a .npz holding several.
@@ -44,7 +47,7 @@ def read_inputs(
     """
     if not paths:
         raise UserError("no inputs given; pass inputs=file.npy, a folder, or inputs=[a.png,b.png]")
-    known = ARRAY_SUFFIXES + TABLE_SUFFIXES + IMAGE_SUFFIXES
+    known = ARRAY_SUFFIXES + TABLE_SUFFIXES + IMAGE_SUFFIXES + JSON_SUFFIXES
     files: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
@@ -62,8 +65,14 @@ def read_inputs(
     arrays, names, images = [], [], []
     for path in files:
         suffix = path.suffix.lower()
-        if suffix in ARRAY_SUFFIXES:
+        if suffix in ARRAY_SUFFIXES and info.varying_axes:
+            array = read_sequences(path, npz_key, info)
+            names += [f"{path}[{row}]" for row in range(len(array))]
+        elif suffix in ARRAY_SUFFIXES:
             array = check_array(read_array(path, npz_key), info.input_shape, str(path))
+            names += [f"{path}[{row}]" for row in range(len(array))]
+        elif suffix in JSON_SUFFIXES:
+            array = json_rows(read_json_file(path), info, str(path))
             names += [f"{path}[{row}]" for row in range(len(array))]
         elif suffix in TABLE_SUFFIXES:
             array = read_rows(path, info)
@@ -81,7 +90,7 @@ def read_inputs(
         raise UserError(f"inputs {[str(p) for p in paths]} hold no rows; pass some data")
     if images:
         warn_if_inverted(images, info, invert)
-    return np.concatenate(arrays).astype(np.float32, copy=False), names
+    return concatenate(arrays, info).astype(np.float32, copy=False), names
 
 
 def read_array(path: Path, npz_key: str | None) -> np.ndarray:
@@ -246,3 +255,36 @@ def warn_if_inverted(images: list[np.ndarray], info: DataInfo, invert: bool) -> 
             info.background,
             fix,
         )
+
+
+def json_rows(value: object, info: DataInfo, source: str) -> np.ndarray:
+    """Inputs given as JSON: a list of sequences, or nested lists of ``(N, *input_shape)``."""
+    if info.varying_axes:
+        return from_json(value, info, source)
+    try:
+        array = np.asarray(value, dtype=np.float32)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise UserError(
+            f"input '{source}' is not an array of numbers of shape (N, "
+            f"{', '.join(map(str, info.input_shape))}) ({first_line(error)})"
+        ) from None
+    if array.ndim == len(info.input_shape):
+        array = array[None]  # a single input
+    return check_array(array, info.input_shape, source)
+
+
+def read_sequences(path: Path, npz_key: str | None, info: DataInfo) -> np.ndarray:
+    """Padded sequences from a .npy, or a .npz holding them and (optionally) ``lengths``."""
+    if path.suffix.lower() == ".npy":
+        return check_sequences(read_array(path, npz_key), None, info, str(path))
+    try:
+        with np.load(path, allow_pickle=False) as loaded:
+            key, has_lengths = split_npz(dict.fromkeys(loaded.files), npz_key, str(path))
+            inputs = loaded[key]
+            lengths = loaded[LENGTHS_KEY] if has_lengths else None
+    except (ValueError, OSError, EOFError, MemoryError) as error:
+        raise UserError(
+            f"input '{path}' cannot be read safely as numpy arrays ({first_line(error)}); save "
+            "plain arrays: np.savez(path, inputs=padded, lengths=lengths)"
+        ) from None
+    return check_sequences(inputs, lengths, info, str(path))

@@ -8,6 +8,7 @@ from ..runtime.lazy import lazy_exports
 EXPORTS = {
     "Classification": ".tasks",
     "Regression": ".tasks",
+    "SequenceGRU": ".sequence",
     "Task": ".tasks",
     "TaskModule": ".task_module",
 }

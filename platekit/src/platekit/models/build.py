@@ -21,7 +21,7 @@ from ..data.info import DataInfo
 from ..runtime.config import to_plain
 from .tasks import BALANCED, TASKS, Task, balanced_class_weights
 
-FROM_DATA = ("input_shape", "num_outputs")
+FROM_DATA = ("input_shape", "num_outputs", "vocab_size", "padding_value")
 
 
 def build_model(
@@ -117,10 +117,15 @@ def sized_net(net: dict[str, Any], info: DataInfo) -> dict[str, Any]:
     accepts = inspect.signature(
         active().resolve(net.get("_target_"), "net", "model.net")
     ).parameters
-    sizes = {"input_shape": list(info.input_shape), "num_outputs": info.num_outputs}
+    sizes = {
+        "input_shape": list(info.input_shape),
+        "num_outputs": info.num_outputs,
+        "vocab_size": info.vocab_size,  # token inputs
+        "padding_value": info.padding_value,  # variable-length inputs
+    }
     net = dict(net)
     for name in FROM_DATA:
-        if name not in accepts:
+        if name not in accepts or sizes[name] is None:
             continue
         given = net.get(name)
         if given is not None and as_list(given) != as_list(sizes[name]):
@@ -163,6 +168,8 @@ def check_net_fits(net_cfg: dict[str, Any], info: DataInfo) -> None:
                 f"({first_line(error)}); pick a net for this data (e.g. model=mlp for a "
                 "table) or change its settings"
             ) from error
+    if info.varying_axis is not None:
+        check_other_lengths(net, target, info)
     want = info.num_outputs
     got = tuple(outputs.shape[1:]) if isinstance(outputs, torch.Tensor) else None
     if got != (want,):
@@ -171,3 +178,21 @@ def check_net_fits(net_cfg: dict[str, Any], info: DataInfo) -> None:
             f"model.net {target} outputs {got} values per input, but the data needs {what}; "
             "let its output size follow the data (a num_outputs argument) or fix it"
         )
+
+
+def check_other_lengths(net: nn.Module, target: str, info: DataInfo) -> None:
+    """Variable-length data: the net must take a shorter length too (a sequence net does,
+    an MLP over the padded length does not), or export and predict could not."""
+    assert info.varying_axis is not None
+    shape = list(info.input_shape)
+    shape[info.varying_axis] = max(1, shape[info.varying_axis] // 2)
+    padding = info.padding_value or 0.0
+    with isolate_rng(), torch.no_grad():
+        try:
+            net(torch.full((2, *shape), padding))
+        except Exception as error:  # whatever the net raises, the fix is the same
+            raise UserError(
+                f"model.net {target} takes inputs of length {info.input_shape[info.varying_axis]}"
+                f" only, but the data's length varies (axis {info.varying_axis}: "
+                f"{first_line(error)}); pick a sequence net (e.g. model=gru)"
+            ) from error

@@ -91,6 +91,7 @@ def metadata(model: OnnxRunner, path: Path, limits: Limits) -> dict[str, Any]:
         "opset": int(opset),
         "input_name": model.input_name,
         "input_shape": list(info.input_shape),
+        "varying_axes": info.to_dict()["varying_axes"],  # {"0": 40}: a length of up to 40
         "input_description": info.input_description,
         "feature_names": list(info.feature_names),
         "table_columns": info.to_dict()["table_columns"],  # how a raw CSV row encodes

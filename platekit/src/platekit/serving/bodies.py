@@ -1,8 +1,9 @@
 """Request bodies: read at most a limit of bytes, then decode them as predict decodes files.
 
 A body is one of: a JSON array of inputs (``application/json``; for a table model also an
-array of ``{column: value}`` rows, texts and gaps as they come), CSV rows with the training
-columns (``text/csv``), or one image file (``image/*``, ``application/octet-stream``).
+array of ``{column: value}`` rows, texts and gaps as they come; a list per sequence), CSV
+rows with the training columns (``text/csv``), or one image file (``image/*``,
+``application/octet-stream``).
 Every problem is a UserError with one line; ``status`` says which HTTP error it is.
 """
 
@@ -19,6 +20,7 @@ from ..data.encoding import record_rows
 from ..data.images import ImageTooLargeError
 from ..data.info import DataInfo
 from ..data.inputs import check_array, read_image, table_array
+from ..data.padding import from_json
 from ..data.tables import parse_table
 
 JSON_TYPES = ("application/json",)
@@ -121,6 +123,11 @@ def json_inputs(body: bytes, info: DataInfo) -> np.ndarray:
     if info.table_columns and isinstance(value, list) and value and isinstance(value[0], dict):
         try:  # raw table rows as objects: {"age": null, "city": "Lyon", ...}
             return record_rows(value, info, "JSON body")
+        except UserError as error:
+            raise BadBodyError(str(error)) from None
+    if info.varying_axes:  # sequences: a list per row, of any allowed length
+        try:
+            return from_json(value, info, "JSON body")
         except UserError as error:
             raise BadBodyError(str(error)) from None
     try:
