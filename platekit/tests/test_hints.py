@@ -48,7 +48,7 @@ def test_net_whose_own_size_does_not_fit_names_both_sizes(tmp_path: Path) -> Non
 
 
 def test_num_classes_other_than_the_data_names_both_numbers(tmp_path: Path) -> None:
-    cfg = compose_config(tmp_path, [*QUICK_RUN, "model.task={num_classes:5}"])
+    cfg = compose_config(tmp_path, [*QUICK_RUN, "+model.task.num_classes=5"])
     with pytest.raises(
         UserError,
         match=r"model\.task\.num_classes=5 but the data has 10 classes \(0, 1, .*"
