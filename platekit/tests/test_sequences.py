@@ -341,6 +341,7 @@ def test_vector_steps_with_no_limit_pad_to_the_longest_and_export_a_free_length(
     model = RawInputModel(net, datamodule.mean, datamodule.std, "class").eval()
     export_onnx = module("export").export_onnx
     export_onnx(model, torch.from_numpy(raw[:2]), tmp_path / "walks.onnx", 18, info)
+    module("export").free_varying_axes(tmp_path / "walks.onnx", info)
     module("export").label_model(tmp_path / "walks.onnx", info, tmp_path / "none.ckpt")
     runner = module("models.onnx_runner").OnnxRunner(tmp_path / "walks.onnx")
     assert runner.session.get_inputs()[0].shape == ["batch", "length", 3]
