@@ -58,8 +58,8 @@ def metadata(meta: dict) -> bytes:
         f"Version: {meta['version']}",
         f"Summary: {meta['description']}",
     ]
-    if isinstance(meta.get("license"), dict) and "text" in meta["license"]:
-        lines.append(f"License: {meta['license']['text']}")
+    if isinstance(meta.get("license"), str):  # an SPDX expression; 2.1 has no License-Expression
+        lines.append(f"License: {meta['license']}")
     lines.append(f"Requires-Python: {meta['requires-python']}")
     lines += [f"Requires-Dist: {dep}" for dep in meta.get("dependencies", [])]
     for extra, deps in sorted(meta.get("optional-dependencies", {}).items()):
