@@ -19,8 +19,7 @@ from ..cli.errors import UserError, first_line
 from ..data.encoding import record_rows
 from ..data.images import ImageTooLargeError
 from ..data.info import DataInfo
-from ..data.inputs import check_array, read_image, table_array
-from ..data.padding import from_json
+from ..data.inputs import json_rows, read_image, table_array
 from ..data.tables import parse_table
 
 JSON_TYPES = ("application/json",)
@@ -120,27 +119,10 @@ def json_inputs(body: bytes, info: DataInfo) -> np.ndarray:
                 'or {"inputs": array}'
             )
         value = value["inputs"]
-    if info.table_columns and isinstance(value, list) and value and isinstance(value[0], dict):
-        try:  # raw table rows as objects: {"age": null, "city": "Lyon", ...}
-            return record_rows(value, info, "JSON body")
-        except UserError as error:
-            raise BadBodyError(str(error)) from None
-    if info.varying_axes:  # sequences: a list per row, of any allowed length
-        try:
-            return from_json(value, info, "JSON body")
-        except UserError as error:
-            raise BadBodyError(str(error)) from None
     try:
-        array = np.asarray(value, dtype=np.float32)
-    except (ValueError, TypeError, OverflowError) as error:
-        raise BadBodyError(
-            f"the JSON body is not an array of numbers of shape (N, {shape(info)}) "
-            f"({first_line(error)})"
-        ) from None
-    if array.ndim == len(info.input_shape):
-        array = array[None]  # a single input
-    try:
-        return check_array(array, info.input_shape, "JSON body")
+        if info.table_columns and isinstance(value, list) and value and isinstance(value[0], dict):
+            return record_rows(value, info, "JSON body")  # {"age": null, "city": "Lyon", ...}
+        return json_rows(value, info, "JSON body")  # arrays, or a list per sequence
     except UserError as error:
         raise BadBodyError(str(error)) from None
 
@@ -171,7 +153,3 @@ def image_input(body: bytes, info: DataInfo, limits: Limits, *, invert: bool) ->
         raise TooLargeError(str(error)) from None
     except UserError as error:
         raise BadBodyError(str(error)) from None
-
-
-def shape(info: DataInfo) -> str:
-    return ", ".join(map(str, info.input_shape))
