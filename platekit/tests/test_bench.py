@@ -94,6 +94,12 @@ def test_bench_targets_have_verdicts_and_negative_overheads_are_explained() -> N
         "target >= 0.97: inconclusive: the interval holds the target; run on a quieter "
         "machine or raise bench.max_pairs)"
     )
+    # Too few pairs for an interval: the verdict does not speak of one.
+    few = {**loop, "over_bare_interval": None, "over_bare_verdict": "inconclusive", "pairs": 4}
+    assert report.target_verdict(few) == (
+        "0.991 (4 pairs, too few for an interval (6 or more give one); target >= 0.97: "
+        "inconclusive: no interval to judge by; raise bench.max_pairs to 6 or more)"
+    )
     assert report.overhead(23.4, "over bare Lightning") == "23 us/step over bare Lightning"
     negative = report.overhead(-1453.0, "over the plain loop")
     assert negative.startswith("not measurable (-1453 us/step over the plain loop: the machine")

@@ -299,6 +299,8 @@ def test_refused_resume_leaves_the_finished_run_as_it_was(
             "error: model 'nowhere.onnx' does not exist",
         ),
         ("train", ["data.batch_size=0"], "  data.batch_size=0: must be an integer >= 1"),
+        # refused inside the task, after the run took its lock (.run.lock)
+        ("train", ["ckpt_path=nowhere.ckpt"], "error: checkpoint 'nowhere.ckpt' does not exist"),
     ],
 )
 @pytest.mark.slow

@@ -24,9 +24,12 @@ LINE = re.compile(r"epoch (\d)/2 .*loss \d+\.\d{4}.*val_acc \d\.\d{4} .*\d steps
 
 
 def fit_with(
-    progress: ProgressDisplay, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    progress: ProgressDisplay,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    *overrides: str,
 ) -> list[str]:
-    cfg = compose_config(tmp_path, LIMITED)
+    cfg = compose_config(tmp_path, [*LIMITED, *overrides])
     trainer = build_trainer(cfg, callbacks=[progress], enable_checkpointing=False)
     with caplog.at_level(logging.INFO):
         datamodule, model, _ = build_parts(cfg)
@@ -39,6 +42,16 @@ def test_without_a_terminal_one_line_per_epoch(
 ) -> None:
     lines = fit_with(ProgressDisplay(live=False), tmp_path, caplog)
     assert [LINE.search(line).group(1) for line in lines] == ["0", "1", "2"], lines
+
+
+def test_a_task_monitoring_its_loss_shows_val_loss_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    progress = ProgressDisplay(live=False)
+    lines = fit_with(progress, tmp_path, caplog, "model.task.monitor=loss")
+    assert len(lines) == 3, lines
+    for line in lines:
+        assert re.fullmatch(r"epoch \d/2  loss \S+  val_loss \S+  [\d,]+ steps/s", line), line
 
 
 @pytest.mark.slow

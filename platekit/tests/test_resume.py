@@ -195,6 +195,15 @@ def test_a_mid_epoch_resume_reports_every_epoch_as_the_uninterrupted_run(
     assert second["final"] == first["final"]
     assert second["best"] == first["best"]
     assert second["test"] == first["test"]
+    # The history the plots and the summary read: the resumed epoch keeps the lr it started
+    # with (learning_rate.png), not the lr at the step it resumed from.
+    history = [
+        torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["callbacks"][
+            "MetricHistory"
+        ]["epochs"]
+        for run_dir in (reference, tmp_path)
+    ]
+    assert history[1] == history[0]
     # The progress line of the resumed epoch shows its real speed, not 0 steps/s.
     line = next(m for m in caplog.messages if m.startswith("epoch 1/2  loss"))
     assert line.startswith(f"epoch 1/2  loss {float(expected[1]['train/loss']):.4f}  ")

@@ -56,7 +56,9 @@ def target_verdict(loop: dict[str, Any]) -> str:
     verdict = loop["over_bare_verdict"]
     text = f"{ratio:.3f} ({interval(loop['over_bare_interval'], loop['pairs'])}; "
     text += f"target >= {target:g}: {verdict}"
-    if verdict == "inconclusive":
+    if verdict == "inconclusive" and loop["over_bare_interval"] is None:
+        text += ": no interval to judge by; raise bench.max_pairs to 6 or more"
+    elif verdict == "inconclusive":
         text += ": the interval holds the target; run on a quieter machine or raise bench.max_pairs"
     return text + ")"
 

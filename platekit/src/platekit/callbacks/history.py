@@ -30,9 +30,11 @@ class MetricHistory(Callback):
         self._epoch_done = False  # whether the open epoch's batches are all done
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        # A run resumed mid-epoch gets no on_train_epoch_start for that epoch.
+        # A run resumed mid-epoch gets no on_train_epoch_start for that epoch; its row was
+        # opened before the interruption (with the lr the epoch started with) and is kept.
         self._trainer = trainer
-        self._start(trainer)
+        if self._open is None or self._open["epoch"] != trainer.current_epoch:
+            self._start(trainer)
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if self._open is not None and self._open["epoch"] != trainer.current_epoch:
@@ -70,10 +72,14 @@ class MetricHistory(Callback):
         rows = [dict(row) for row in self.epochs]
         if self._open is not None and self._epoch_done and self._trainer is not None:
             rows.append(self._closed(self._trainer))  # saved at the end of this epoch
-        return {"epochs": rows}
+            return {"epochs": rows}
+        # Saved mid-epoch: the open row keeps the lr the epoch started with for a resume.
+        return {"epochs": rows, "open": dict(self._open) if self._open is not None else None}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.epochs = [dict(row) for row in state_dict.get("epochs", [])]
+        opened = state_dict.get("open")
+        self._open = dict(opened) if opened is not None else None
 
 
 def learning_rate(trainer: Trainer) -> float:

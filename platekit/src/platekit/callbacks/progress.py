@@ -85,7 +85,8 @@ class ProgressDisplay(ProgressBar):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         task = getattr(pl_module, "task", None)
         if task is not None:
-            self._shown = (f"{VAL}/{LOSS}", task.monitor)
+            # once each: a task monitoring its loss shows val_loss once
+            self._shown = tuple(dict.fromkeys((f"{VAL}/{LOSS}", task.monitor)))
         if not self._enabled:
             return
         console = Console()

@@ -4,8 +4,8 @@ A config that breaks the schema is refused before Hydra starts (``cli/precheck.p
 mistakes show only inside the task (a checkpoint that does not exist, a data folder without
 images), after Hydra made the run directory, ``.hydra/`` and the log. ``Fresh`` notes which
 directories exist before Hydra runs; when the task is refused, the run directory goes only
-if this process made it and it holds nothing but Hydra's ``.hydra/`` and log. A directory
-that existed before (a resumed run's, a finished run's) is never touched.
+if this process made it and it holds nothing but Hydra's ``.hydra/``, the log and the run's
+lock. A directory that existed before (a resumed run's, a finished run's) is never touched.
 """
 
 import os
@@ -14,7 +14,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HYDRA_ONLY = {".hydra"}  # and the job's log, <name>.log
+from ..runtime.run_lock import LOCK_FILE
+
+# Hydra's record and the run's lock (taken before a checkpoint or data path is checked);
+# and the job's log, <name>.log.
+HYDRA_ONLY = {".hydra", LOCK_FILE}
 
 
 def unwritable(planned: Path | None) -> str | None:

@@ -14,7 +14,10 @@ LIGHTNING_INFO = (
     "GPU available:",  # the run header names the device used
     "TPU available:",
     "HPU available:",
-    "💡 Tip:",  # advertisements for Lightning's cloud services
+    "💡 Tip:",
+    # the run header's device line and eval's precision line name the precision
+    "Using bfloat16 Automatic Mixed Precision (AMP)",
+    "Using 16bit Automatic Mixed Precision (AMP)",  # advertisements for Lightning's cloud services
     # the schedules ask for the number of steps; the loader is built for it, once
     "Loading `train_dataloader` to estimate number of stepping batches.",
     # printed before the last epoch's line, which says the same (epoch 14/14)
