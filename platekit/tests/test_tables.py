@@ -112,6 +112,26 @@ def test_a_raw_row_encodes_as_in_training_unseen_values_and_gaps_included(
         inputs.table_array(header, [["1", "pro", "Lyon", "old", ""]], info, "rows")
 
 
+def test_a_json_file_of_rows_reads_as_the_csv_of_the_same_rows(tmp_path: Path) -> None:
+    """predict takes a .json of ``{column: value}`` rows, as serve takes the same body."""
+    info = setup(table(tmp_path / "t.csv", "age,city,plan,score,label", mixed_rows())).info
+    inputs = module("data.inputs")
+    rows = table(tmp_path / "rows.csv", "age,city,plan,score", ["33,Lyon,pro,1.5", ",Nice,,"])
+    expected = inputs.read_inputs([rows], info)[0]
+    records = '[{"age": 33, "city": "Lyon", "plan": "pro", "score": 1.5}, {"city": "Nice"}]'
+    for name, text in [
+        ("list.json", records),
+        ("wrapped.json", f'{{"inputs": {records}}}'),
+    ]:
+        (tmp_path / name).write_text(text)
+        read, names = inputs.read_inputs([tmp_path / name], info)
+        np.testing.assert_array_equal(read, expected)
+        assert names == [f"{tmp_path / name}[0]", f"{tmp_path / name}[1]"]
+    (tmp_path / "one.json").write_text('{"age": 33, "city": "Lyon", "plan": "pro", "score": 1.5}')
+    one = inputs.read_inputs([tmp_path / "one.json"], info)[0]
+    np.testing.assert_array_equal(one, expected[:1])
+
+
 def test_an_id_column_is_refused_naming_data_features(tmp_path: Path) -> None:
     rows = [f"{i},user{i:04d},{i % 2}" for i in range(80)]
     path = table(tmp_path / "t.csv", "x,user,label", rows)
