@@ -142,6 +142,27 @@ def test_an_id_column_is_refused_naming_data_features(tmp_path: Path) -> None:
     assert setup(path, features=["x"]).info.feature_names == ("x",)
 
 
+def test_an_unnamed_or_twice_named_column_is_refused_not_guessed(tmp_path: Path) -> None:
+    """pandas' to_csv writes the row index as a column of no name: a feature that would leak
+    the row order; two columns of one name: which one is meant is unknown."""
+    rows = [f"{i},{i % 3 * 1.5},{'yes' if i % 2 else 'no'}" for i in range(60)]
+    path = table(tmp_path / "index.csv", ",x,label", rows)
+    with pytest.raises(UserError, match=r"column 1 has no name .* data\.features=\[\.\.\.\]"):
+        setup(path)
+    assert setup(path, features=["x"]).info.feature_names == ("x",)
+    path = table(tmp_path / "twice.csv", "x,y,x,label", [f"{i},1,{-i},no" for i in range(60)])
+    with pytest.raises(UserError, match=r"two columns named 'x' \(columns 1 and 3\); rename"):
+        setup(path)
+    info = setup(path, features=["y"]).info
+    assert info.feature_names == ("y",)
+    inputs = module("data.inputs")
+    with pytest.raises(UserError, match=r"two columns named 'y' \(columns 1 and 2\)"):
+        inputs.table_array(["y", "y"], [["1", "2"]], info, "rows")
+    np.testing.assert_array_equal(  # a name the model does not read may repeat
+        inputs.table_array(["x", "y", "x"], [["1", "2", "3"]], info, "rows"), [[2.0]]
+    )
+
+
 def test_the_target_kind_follows_the_evidence(tmp_path: Path) -> None:
     # scikit-learn's diabetes table: 214 distinct whole numbers among 442 rows is a value.
     diabetes = csv_data.write_example("diabetes", str(tmp_path))

@@ -16,7 +16,7 @@ from .encoding import encoded_rows, record_rows
 from .images import IMAGE_SUFFIXES, MAX_PIXELS, load_image, source_name
 from .info import DataInfo
 from .padding import LENGTHS_KEY, check_sequences, concatenate, from_json, read_json_file, split_npz
-from .tables import numeric_column, read_table
+from .tables import column_index, numeric_column, read_table
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ def table_array(
             f"input '{path}' lacks the column(s) {', '.join(missing)} the model was trained "
             f"on; it needs {', '.join(info.feature_names)}"
         )
-    index = {name: i for i, name in enumerate(header)}
+    index = column_index(path, header, info.feature_names)
     columns = [
         numeric_column(path, name, [row[index[name]] for row in rows])
         for name in info.feature_names
