@@ -195,6 +195,15 @@ def test_a_mid_epoch_resume_reports_every_epoch_as_the_uninterrupted_run(
     assert second["final"] == first["final"]
     assert second["best"] == first["best"]
     assert second["test"] == first["test"]
+    # The resumed epoch's lr is the one it started with (the plots' and summary's figure),
+    # not the one at the resume (the cosine schedule steps every batch).
+    histories = [
+        torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["callbacks"][
+            "MetricHistory"
+        ]["epochs"]
+        for run_dir in (reference, tmp_path)
+    ]
+    assert [row["lr"] for row in histories[1]] == [row["lr"] for row in histories[0]]
     # The progress line of the resumed epoch shows its real speed, not 0 steps/s.
     line = next(m for m in caplog.messages if m.startswith("epoch 1/2  loss"))
     assert line.startswith(f"epoch 1/2  loss {float(expected[1]['train/loss']):.4f}  ")

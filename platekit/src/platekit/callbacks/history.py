@@ -28,6 +28,7 @@ class MetricHistory(Callback):
         self._open: Row | None = None  # the epoch in progress
         self._validated = False  # whether validation ran in the open epoch
         self._epoch_done = False  # whether the open epoch's batches are all done
+        self._saved_lr: tuple[int, float] | None = None  # a mid-epoch checkpoint's (epoch, lr)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # A run resumed mid-epoch gets no on_train_epoch_start for that epoch.
@@ -54,7 +55,11 @@ class MetricHistory(Callback):
             self._open = None
 
     def _start(self, trainer: Trainer) -> None:
-        self._open = {"epoch": trainer.current_epoch, "lr": learning_rate(trainer)}
+        lr = learning_rate(trainer)
+        if self._saved_lr is not None and self._saved_lr[0] == trainer.current_epoch:
+            lr = self._saved_lr[1]  # resumed mid-epoch: the lr the epoch started with
+        self._saved_lr = None
+        self._open = {"epoch": trainer.current_epoch, "lr": lr}
         self._validated = self._epoch_done = False
 
     def _closed(self, trainer: Trainer) -> Row:
@@ -70,10 +75,14 @@ class MetricHistory(Callback):
         rows = [dict(row) for row in self.epochs]
         if self._open is not None and self._epoch_done and self._trainer is not None:
             rows.append(self._closed(self._trainer))  # saved at the end of this epoch
+        elif self._open is not None:  # mid-epoch: a resume reports the lr it started with
+            return {"epochs": rows, "open_epoch": self._open["epoch"], "open_lr": self._open["lr"]}
         return {"epochs": rows}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.epochs = [dict(row) for row in state_dict.get("epochs", [])]
+        if "open_lr" in state_dict:
+            self._saved_lr = (int(state_dict["open_epoch"]), float(state_dict["open_lr"]))
 
 
 def learning_rate(trainer: Trainer) -> float:
