@@ -163,6 +163,38 @@ def test_an_unnamed_or_twice_named_column_is_refused_not_guessed(tmp_path: Path)
     )
 
 
+def test_a_checkpoint_refuses_a_table_that_no_longer_reads_as_its_own(tmp_path: Path) -> None:
+    """eval and export rebuild the data from the file: another table behind the path (a
+    category renamed, a class added) would shift the one-hot columns or the class indices."""
+    check_same_data = module("checkpoints.restore").check_same_data
+    rows = mixed_rows()
+    info = setup(table(tmp_path / "t.csv", "age,city,plan,score,label", rows)).info
+    same = setup(table(tmp_path / "moved.csv", "age,city,plan,score,label", rows))
+    check_same_data(info, same, "a.ckpt")  # the same table elsewhere: fine
+    renamed = [row.replace("Lyon", "Zurich") for row in rows]
+    other = setup(table(tmp_path / "renamed.csv", "age,city,plan,score,label", renamed))
+    with pytest.raises(
+        UserError,
+        match=r"no longer reads as checkpoint 'a.ckpt' was trained on: its feature names "
+        r"differ \(new \['city=Zurich'\], gone \['city=Lyon'\]\); pass the data",
+    ):
+        check_same_data(info, other, "a.ckpt")
+    more = [*rows, *[row.rsplit(",", 1)[0] + ",maybe" for row in rows[:20]]]
+    other = setup(table(tmp_path / "classes.csv", "age,city,plan,score,label", more))
+    with pytest.raises(UserError, match=r"its class names differ \(new \['maybe'\], gone \[\]\)"):
+        check_same_data(info, other, "a.ckpt")
+
+
+def test_a_table_not_in_utf8_names_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("x,ville,label\n1,Orl\xe9ans,a\n".encode("latin-1"))
+    read_table = module("data.tables").read_table
+    with pytest.raises(
+        UserError, match=r"is not UTF-8 text \(it holds byte 0xe9: .*save it as UTF-8"
+    ):
+        read_table(path)
+
+
 def test_the_target_kind_follows_the_evidence(tmp_path: Path) -> None:
     # scikit-learn's diabetes table: 214 distinct whole numbers among 442 rows is a value.
     diabetes = csv_data.write_example("diabetes", str(tmp_path))

@@ -28,7 +28,13 @@ def read_table(path: Path, what: str = "data.path") -> tuple[list[str], list[lis
     try:
         with opener(path, "rt", newline="", encoding="utf-8-sig") as handle:
             return parse_table(handle, path, what)
-    except (OSError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        raise UserError(
+            f"{what} '{path}' is not UTF-8 text (it holds byte {error.object[error.start]:#x}: a "
+            "Latin-1 or Windows export?); save it as UTF-8, e.g. iconv -f latin1 -t utf-8 "
+            "in.csv > out.csv"
+        ) from None
+    except OSError as error:
         raise UserError(f"{what} '{path}' is not a readable CSV file ({error})") from error
 
 
