@@ -106,6 +106,27 @@ def test_sampler_shards_are_disjoint_and_equal_length() -> None:
     assert len(set(shards[0].tolist()) & set(shards[1].tolist())) == 1  # the one padding index
 
 
+@pytest.mark.parametrize("ws", [2, 3, 4])
+def test_an_evaluation_split_counts_each_row_once_in_equal_steps(ws: int) -> None:
+    """Val and test under DDP: no padded row counted twice in their figures, every rank the
+    same number of batches (none empty, none over the batch size)."""
+    for size in range(ws, 80):
+        for batch_size in (1, 2, 5, 16, 512):
+            samplers = [
+                sampling.InOrderBatchSampler(size, batch_size, seed=0, rank=r, world_size=ws)
+                for r in range(ws)
+            ]
+            batches = [list(sampler) for sampler in samplers]
+            assert {len(b) for b in batches} == {len(samplers[0])}, (size, batch_size)
+            assert all(0 < len(batch) <= batch_size for b in batches for batch in b)
+            rows = sorted(torch.cat([torch.cat(b) for b in batches]).tolist())
+            if samplers[0].counts_each_row_once():
+                assert rows == list(range(size)), (size, batch_size)
+            else:  # too few rows per rank to cut into that many batches: padded
+                assert set(rows) == set(range(size))
+    assert sampling.InOrderBatchSampler(101, 512, seed=0, world_size=2).counts_each_row_once()
+
+
 def test_digits_read_from_file_equal_scikit_learn_load_digits() -> None:
     from sklearn.datasets import load_digits
 

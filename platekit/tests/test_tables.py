@@ -112,6 +112,26 @@ def test_a_raw_row_encodes_as_in_training_unseen_values_and_gaps_included(
         inputs.table_array(header, [["1", "pro", "Lyon", "old", ""]], info, "rows")
 
 
+def test_a_json_file_of_rows_reads_as_the_csv_of_the_same_rows(tmp_path: Path) -> None:
+    """predict takes a .json of ``{column: value}`` rows, as serve takes the same body."""
+    info = setup(table(tmp_path / "t.csv", "age,city,plan,score,label", mixed_rows())).info
+    inputs = module("data.inputs")
+    rows = table(tmp_path / "rows.csv", "age,city,plan,score", ["33,Lyon,pro,1.5", ",Nice,,"])
+    expected = inputs.read_inputs([rows], info)[0]
+    records = '[{"age": 33, "city": "Lyon", "plan": "pro", "score": 1.5}, {"city": "Nice"}]'
+    for name, text in [
+        ("list.json", records),
+        ("wrapped.json", f'{{"inputs": {records}}}'),
+    ]:
+        (tmp_path / name).write_text(text)
+        read, names = inputs.read_inputs([tmp_path / name], info)
+        np.testing.assert_array_equal(read, expected)
+        assert names == [f"{tmp_path / name}[0]", f"{tmp_path / name}[1]"]
+    (tmp_path / "one.json").write_text('{"age": 33, "city": "Lyon", "plan": "pro", "score": 1.5}')
+    one = inputs.read_inputs([tmp_path / "one.json"], info)[0]
+    np.testing.assert_array_equal(one, expected[:1])
+
+
 def test_an_id_column_is_refused_naming_data_features(tmp_path: Path) -> None:
     rows = [f"{i},user{i:04d},{i % 2}" for i in range(80)]
     path = table(tmp_path / "t.csv", "x,user,label", rows)
@@ -120,6 +140,59 @@ def test_an_id_column_is_refused_naming_data_features(tmp_path: Path) -> None:
     ):
         setup(path)
     assert setup(path, features=["x"]).info.feature_names == ("x",)
+
+
+def test_an_unnamed_or_twice_named_column_is_refused_not_guessed(tmp_path: Path) -> None:
+    """pandas' to_csv writes the row index as a column of no name: a feature that would leak
+    the row order; two columns of one name: which one is meant is unknown."""
+    rows = [f"{i},{i % 3 * 1.5},{'yes' if i % 2 else 'no'}" for i in range(60)]
+    path = table(tmp_path / "index.csv", ",x,label", rows)
+    with pytest.raises(UserError, match=r"column 1 has no name .* data\.features=\[\.\.\.\]"):
+        setup(path)
+    assert setup(path, features=["x"]).info.feature_names == ("x",)
+    path = table(tmp_path / "twice.csv", "x,y,x,label", [f"{i},1,{-i},no" for i in range(60)])
+    with pytest.raises(UserError, match=r"two columns named 'x' \(columns 1 and 3\); rename"):
+        setup(path)
+    info = setup(path, features=["y"]).info
+    assert info.feature_names == ("y",)
+    inputs = module("data.inputs")
+    with pytest.raises(UserError, match=r"two columns named 'y' \(columns 1 and 2\)"):
+        inputs.table_array(["y", "y"], [["1", "2"]], info, "rows")
+    np.testing.assert_array_equal(  # a name the model does not read may repeat
+        inputs.table_array(["x", "y", "x"], [["1", "2", "3"]], info, "rows"), [[2.0]]
+    )
+
+
+def test_a_checkpoint_refuses_a_table_that_no_longer_reads_as_its_own(tmp_path: Path) -> None:
+    """eval and export rebuild the data from the file: another table behind the path (a
+    category renamed, a class added) would shift the one-hot columns or the class indices."""
+    check_same_data = module("checkpoints.restore").check_same_data
+    rows = mixed_rows()
+    info = setup(table(tmp_path / "t.csv", "age,city,plan,score,label", rows)).info
+    same = setup(table(tmp_path / "moved.csv", "age,city,plan,score,label", rows))
+    check_same_data(info, same, "a.ckpt")  # the same table elsewhere: fine
+    renamed = [row.replace("Lyon", "Zurich") for row in rows]
+    other = setup(table(tmp_path / "renamed.csv", "age,city,plan,score,label", renamed))
+    with pytest.raises(
+        UserError,
+        match=r"no longer reads as checkpoint 'a.ckpt' was trained on: its feature names "
+        r"differ \(new \['city=Zurich'\], gone \['city=Lyon'\]\); pass the data",
+    ):
+        check_same_data(info, other, "a.ckpt")
+    more = [*rows, *[row.rsplit(",", 1)[0] + ",maybe" for row in rows[:20]]]
+    other = setup(table(tmp_path / "classes.csv", "age,city,plan,score,label", more))
+    with pytest.raises(UserError, match=r"its class names differ \(new \['maybe'\], gone \[\]\)"):
+        check_same_data(info, other, "a.ckpt")
+
+
+def test_a_table_not_in_utf8_names_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("x,ville,label\n1,Orl\xe9ans,a\n".encode("latin-1"))
+    read_table = module("data.tables").read_table
+    with pytest.raises(
+        UserError, match=r"is not UTF-8 text \(it holds byte 0xe9: .*save it as UTF-8"
+    ):
+        read_table(path)
 
 
 def test_the_target_kind_follows_the_evidence(tmp_path: Path) -> None:

@@ -136,7 +136,35 @@ class Checkpoint:
                 f"the checkpoint's data ({stored or card['_target_']}) cannot be read: {error}; "
                 "if it moved, pass its new place, e.g. data.path=... or data.root=..."
             ) from error
+        check_same_data(self.info, datamodule, self.path)
         return datamodule
+
+
+SAME_DATA = ("input_shape", "target_kind", "class_names", "feature_names")
+
+
+def check_same_data(stored: DataInfo, datamodule: LightningDataModule, path: str | Path) -> None:
+    """Refuse data that no longer reads as the checkpoint's: another file behind its path
+    with other classes, columns or category values would give silently wrong figures."""
+    from ..data.adapters import is_contract  # the data package imports the registry
+
+    if not is_contract(datamodule):
+        return
+    rebuilt = datamodule.info
+    for name in SAME_DATA:
+        old, new = getattr(stored, name), getattr(rebuilt, name)
+        if old == new:
+            continue
+        if isinstance(old, tuple) and isinstance(new, tuple) and name != "input_shape":
+            added, gone = sorted(set(new) - set(old)), sorted(set(old) - set(new))
+            detail = f"new {added[:3]}, gone {gone[:3]}" if added or gone else "another order"
+        else:
+            detail = f"{new} instead of {old}"
+        raise UserError(
+            f"the data no longer reads as checkpoint '{path}' was trained on: its "
+            f"{name.replace('_', ' ')} differ ({detail}); pass the data the model was "
+            "trained on (data.path=...), or retrain"
+        )
 
 
 def check_names(content: Mapping[str, Any], registry: Registry, path: str | Path) -> None:

@@ -24,7 +24,7 @@ from . import encoding
 from .base import BaseDataModule, Rows
 from .examples import read_sklearn_table
 from .info import DataInfo
-from .tables import MISSING, as_number, pick_columns, read_table
+from .tables import MISSING, as_number, column_index, pick_columns, read_table
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class CsvDataModule(BaseDataModule):
         header, rows = read_table(path)
         columns = pick_columns(path, header, options.target, options.features)
         self._columns = tuple(columns)
-        index = {name: i for i, name in enumerate(header)}
+        index = column_index(path, header, [*columns, options.target])
         cells = {name: [row[index[name]] for row in rows] for name in columns}
         # The encoding is learnt from the train split only: the same seeded split setup makes.
         train = self._seeded_split(len(rows))["train"].tolist()

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..cli.errors import UserError
-from .tables import MISSING, as_number
+from .tables import MISSING, as_number, column_index
 
 if TYPE_CHECKING:
     from .info import DataInfo
@@ -220,7 +220,7 @@ def encoded_rows(
             f"input '{source}' lacks the column(s) {', '.join(missing)} the model was trained "
             f"on; it needs {', '.join(names)} (a cell may be empty: a gap)"
         )
-    index = {name: i for i, name in enumerate(header)}
+    index = column_index(source, header, names)
     cells = {name: [row[index[name]] for row in rows] for name in names}
     return encode(info.table_columns, cells, source).reshape(len(rows), *info.input_shape)
 

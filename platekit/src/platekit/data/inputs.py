@@ -12,11 +12,11 @@ from typing import BinaryIO
 import numpy as np
 
 from ..cli.errors import UserError, first_line
-from .encoding import encoded_rows
+from .encoding import encoded_rows, record_rows
 from .images import IMAGE_SUFFIXES, MAX_PIXELS, load_image, source_name
 from .info import DataInfo
 from .padding import LENGTHS_KEY, check_sequences, concatenate, from_json, read_json_file, split_npz
-from .tables import numeric_column, read_table
+from .tables import column_index, numeric_column, read_table
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ def table_array(
             f"input '{path}' lacks the column(s) {', '.join(missing)} the model was trained "
             f"on; it needs {', '.join(info.feature_names)}"
         )
-    index = {name: i for i, name in enumerate(header)}
+    index = column_index(path, header, info.feature_names)
     columns = [
         numeric_column(path, name, [row[index[name]] for row in rows])
         for name in info.feature_names
@@ -258,7 +258,20 @@ def warn_if_inverted(images: list[np.ndarray], info: DataInfo, invert: bool) -> 
 
 
 def json_rows(value: object, info: DataInfo, source: str) -> np.ndarray:
-    """Inputs given as JSON: a list of sequences, or nested lists of ``(N, *input_shape)``."""
+    """Inputs given as JSON (a .json file, a serve body): a list of sequences, nested lists
+    of ``(N, *input_shape)``, or for a table model ``{column: value}`` rows (one alone is a
+    batch of one); any of them may come as ``{"inputs": ...}``."""
+    if isinstance(value, dict) and set(value) == {"inputs"}:
+        value = value["inputs"]
+    if info.table_columns and isinstance(value, dict):
+        value = [value]  # one row
+    if info.table_columns and isinstance(value, list) and value and isinstance(value[0], dict):
+        return record_rows(value, info, source)  # {"age": null, "city": "Lyon", ...}
+    if isinstance(value, dict):
+        raise UserError(
+            f"input '{source}' is an object with keys {sorted(value)}; send an array, "
+            'or {"inputs": array}'
+        )
     if info.varying_axes:
         return from_json(value, info, source)
     try:

@@ -35,7 +35,9 @@ class EpochBatchSampler(Sampler[Tensor | tuple[int, Tensor]]):
 
     Lightning calls :meth:`set_epoch` before each epoch. Under DDP each rank takes every
     ``world_size``-th index of the same permutation (padded to equal length), so shards
-    are disjoint and every rank runs the same number of steps. With ``with_epoch`` each
+    are disjoint and every rank runs the same number of steps; an evaluation split (in
+    order) is not padded, so that no row counts twice in its figures: a shorter shard is
+    cut into as many (smaller) batches instead. With ``with_epoch`` each
     batch comes as ``(epoch, indices)``, for datasets whose samples depend on the epoch.
     """
 
@@ -86,9 +88,16 @@ class EpochBatchSampler(Sampler[Tensor | tuple[int, Tensor]]):
             order = torch.arange(self.size)
         per_rank = -(-self.size // self.world_size)  # ceil
         padding = per_rank * self.world_size - self.size
-        if padding:
+        if padding and not self.counts_each_row_once():
             order = torch.cat([order, order[:padding]])
         return order[self.rank :: self.world_size]
+
+    def counts_each_row_once(self) -> bool:
+        """Whether the shards are left unpadded: an evaluation split in order (a padded row
+        would count twice in its figures), its shorter shards cut into as many batches as
+        the longest's (every rank runs the same steps) with no batch left empty."""
+        per_rank = -(-self.size // self.world_size)
+        return not self.shuffle and not self.drop_last and per_rank - 1 >= len(self)
 
     def __len__(self) -> int:
         per_rank = -(-self.size // self.world_size)
@@ -97,7 +106,11 @@ class EpochBatchSampler(Sampler[Tensor | tuple[int, Tensor]]):
         return -(-per_rank // self.batch_size)
 
     def __iter__(self) -> Iterator[Tensor | tuple[int, Tensor]]:
-        batches = list(self._shard().split(self.batch_size))
+        shard = self._shard()
+        if len(shard) * self.world_size < self.size:  # an unpadded short shard: same steps
+            batches = list(shard.tensor_split(len(self)))
+        else:
+            batches = list(shard.split(self.batch_size))
         if self.drop_last and len(batches[-1]) < self.batch_size:
             batches.pop()
         start, self.skip = self.skip, 0

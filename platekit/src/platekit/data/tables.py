@@ -28,7 +28,13 @@ def read_table(path: Path, what: str = "data.path") -> tuple[list[str], list[lis
     try:
         with opener(path, "rt", newline="", encoding="utf-8-sig") as handle:
             return parse_table(handle, path, what)
-    except (OSError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        raise UserError(
+            f"{what} '{path}' is not UTF-8 text (it holds byte {error.object[error.start]:#x}: a "
+            "Latin-1 or Windows export?); save it as UTF-8, e.g. iconv -f latin1 -t utf-8 "
+            "in.csv > out.csv"
+        ) from None
+    except OSError as error:
         raise UserError(f"{what} '{path}' is not a readable CSV file ({error})") from error
 
 
@@ -67,8 +73,32 @@ def pick_columns(
     if features:
         if target in features:
             raise UserError(f"data.features lists the target column '{target}'; remove it")
+        column_index(path, header, features)
         return list(features)
-    return [name for name in header if name != target]
+    if "" in header:  # a feature of no name: most often a saved row index, a leak
+        raise UserError(
+            f"{path} column {header.index('') + 1} has no name in the header (a saved row "
+            "index, as pandas' to_csv writes?); name it, or pick the feature columns with "
+            "data.features=[...]"
+        )
+    columns = [name for name in header if name != target]
+    column_index(path, header, columns)
+    return columns
+
+
+def column_index(source: Path | str, header: list[str], names: Sequence[str]) -> dict[str, int]:
+    """Where each of ``names`` is in ``header``; a name two columns share is refused (which
+    one is meant cannot be known)."""
+    index: dict[str, int] = {}
+    wanted = set(names)
+    for position, name in enumerate(header):
+        if name in wanted and name in index:
+            raise UserError(
+                f"{source} has two columns named '{name}' (columns {index[name] + 1} and "
+                f"{position + 1}); rename one"
+            )
+        index.setdefault(name, position)
+    return index
 
 
 def numeric_column(path: Path | str, name: str, values: list[str]) -> np.ndarray:

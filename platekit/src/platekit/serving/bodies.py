@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cli.errors import UserError, first_line
-from ..data.encoding import record_rows
 from ..data.images import ImageTooLargeError
 from ..data.info import DataInfo
 from ..data.inputs import json_rows, read_image, table_array
@@ -102,7 +101,8 @@ def decode(
 
 
 def json_inputs(body: bytes, info: DataInfo) -> np.ndarray:
-    """A JSON array of inputs (or ``{"inputs": array}``); one input alone is a batch of one."""
+    """A JSON array of inputs (or ``{"inputs": array}``), read as predict reads a .json file;
+    one input alone is a batch of one."""
     try:
         value = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
@@ -112,17 +112,8 @@ def json_inputs(body: bytes, info: DataInfo) -> np.ndarray:
             f"the JSON body holds a number Python will not read ({first_line(error)[:80]}); "
             "send floats"
         ) from None
-    if isinstance(value, dict):
-        if set(value) != {"inputs"}:
-            raise BadBodyError(
-                f"the JSON body is an object with keys {sorted(value)}; send an array, "
-                'or {"inputs": array}'
-            )
-        value = value["inputs"]
     try:
-        if info.table_columns and isinstance(value, list) and value and isinstance(value[0], dict):
-            return record_rows(value, info, "JSON body")  # {"age": null, "city": "Lyon", ...}
-        return json_rows(value, info, "JSON body")  # arrays, or a list per sequence
+        return json_rows(value, info, "JSON body")  # arrays, table rows, a list per sequence
     except UserError as error:
         raise BadBodyError(str(error)) from None
 
