@@ -246,16 +246,18 @@ def test_bare_onnxruntime_with_the_readme_lines_gives_predicts_answers(
         {"a": None, "b": "", "c": 0.3, "d": "green"},
         {"a": float("nan"), "b": 0.4, "c": -0.2, "d": None},
         {"a": "1.5", "b": -0.5, "c": 0.0, "d": "purple"},
+        {"a": "NA", "b": " n/a ", "c": "?", "d": "null"},  # the texts training read as gaps
     ]
     scope: dict[str, Any] = {"rows": rows}
     monkeypatch.chdir(tmp_path / "export")  # the README's lines open "model.onnx"
     exec(compile(readme_lines(), "README.md", "exec"), scope)
     _, probabilities = scope["outputs"]
+    assert scope["GAPS"] == module("data.tables").MISSING  # the README's gaps are training's
 
     def cell(value: Any) -> str:
         return (
             "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-        )
+        ).strip()
 
     csv_path = table(
         tmp_path / "rows.csv", "a,b,c,d", [",".join(map(cell, r.values())) for r in rows]
