@@ -25,22 +25,24 @@ from lightning import Callback, LightningDataModule, LightningModule, Trainer, s
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
+from torch import Tensor
 
-from .callbacks.confusion import TestConfusionMatrix
 from .callbacks.history import MetricHistory
 from .checkpoints.card import DATA_KEY, MODEL_KEY, DescribeCheckpoint
 from .checkpoints.io import hand_over, load_checkpoint, load_weights
 from .checkpoints.registry import active, trust
 from .checkpoints.restore import Checkpoint, check_names
 from .checkpoints.resume import resume_path
+from .checkpoints.run_record import keep_recorded_settings, record, say_precision_change
 from .checkpoints.run_settings import (
     command_line_overrides,
+    override_key,
     keep_model,
     keep_run_settings,
     refuse_ignored_callback_settings,
     refuse_ignored_optimizer_settings,
 )
-from .cli.console import log_config, log_file_names
+from .cli.console import as_text, log_config, log_file_names
 from .cli.errors import UserError
 from .cli.header import run_header
 from .cli.hints import explain_failures
@@ -48,19 +50,23 @@ from .data.adapters import warn_if_plain
 from .data.info import DataInfo
 from .models.class_counts import per_class
 from .models.tasks import Task, task_of
+from .reporting.caveats import headline_caveat
 from .reporting.plots import write_plots
 from .reporting.speed import TrainSpeed
 from .reporting.stopping import early_stop, stop_message
-from .reporting.summary import best_row, objective, summarize, summary_table
+from .reporting.summary import best_row, objective, per_class_table, summarize, summary_table
 from .runtime.clock import run_origin
 from .runtime.files import write_json
 from .runtime.run import (
+    SHIPPED_PRECISION,
     as_floats,
+    as_shipped,
     build_parts,
     build_trainer,
     data_overrides,
     distributed_sampler,
     prepare_run,
+    test_precision,
 )
 from .runtime.signals import StopAfterStep, stopped_by_signal
 from .runtime.slurm import arm_requeue, requeue_if_asked
@@ -73,6 +79,7 @@ __all__ = [
     "Checkpoint",
     "TrainRun",
     "build_parts",
+    "build_tester",
     "build_trainer",
     "data_overrides",
     "open_checkpoint",
@@ -98,7 +105,7 @@ class TrainRun:
     run_dir: Path = Path()
     task: Task | None = None
     history: MetricHistory = field(default_factory=MetricHistory)
-    confusion: TestConfusionMatrix | None = None
+    precision: str = ""  # what it trained at (it tests at the shipped model's, float32)
     class_names: tuple[str, ...] = ()
     fit_seconds: float = 0.0
     epochs: list[dict[str, Any]] = field(default_factory=list)  # the history fit ended with
@@ -122,6 +129,8 @@ class TrainRun:
             keep_model(cfg, resumed, explicit, str(ckpt_path))
             refuse_ignored_optimizer_settings(cfg, resumed, explicit, str(ckpt_path))
             refuse_ignored_callback_settings(resumed, explicit, str(ckpt_path))
+            given = {override_key(override) for override in explicit}
+            keep_recorded_settings(cfg, resumed, given, str(ckpt_path))
         threads = choose_threads(
             cfg.get("threads"),
             cfg.trainer.get("devices"),
@@ -152,17 +161,20 @@ class TrainRun:
         log_config(cfg)  # to train.log; the screen gets the header below
         warn_if_plain(datamodule)
         self.task = task_of(model)
-        self.confusion = TestConfusionMatrix(info.num_classes) if info.num_classes else None
         self.class_names = tuple(info.class_names or ())
-        extra = [self.history, self.speed, DescribeCheckpoint(info), StopAfterStep(), *callbacks]
+        describe = DescribeCheckpoint(info, record(cfg))
+        extra = [self.history, self.speed, describe, StopAfterStep(), *callbacks]
         trainer = build_trainer(
             cfg,
-            callbacks=extra + ([self.confusion] if self.confusion else []),
+            callbacks=extra,
             resumed=self.resumed,
             task=self.task,
             use_distributed_sampler=distributed_sampler(datamodule),
             announce_precision=False,
         )
+        self.precision = str(trainer.precision)
+        if self.resumed is not None:
+            say_precision_change(self.resumed, self.precision, str(self.ckpt_path))
         if trainer.is_global_zero:
             header = run_header(
                 data_name=type(datamodule).__name__,
@@ -215,30 +227,49 @@ class TrainRun:
     def test(
         self, trainer: Trainer, model: LightningModule, datamodule: LightningDataModule
     ) -> list[Mapping[str, float]]:
-        """``trainer.test`` of the best checkpoint, with known failures explained."""
-        with explain_failures(self.cfg):
+        """``trainer.test`` of the best checkpoint in float32, with known failures explained."""
+        with explain_failures(self.cfg), as_shipped(trainer, model):
             return trainer.test(
                 model, datamodule=datamodule, ckpt_path=self.best(trainer), verbose=False
             )
 
     def finish(self, trainer: Trainer, results: list[Mapping[str, float]]) -> dict[str, Any]:
-        """Write ``metrics.json`` and the plots, log the summary; return the metrics."""
+        """Write ``metrics.json``, then the plots; log the summary; return the metrics.
+
+        Every test figure (``test/*``, the per-class table, the confusion plot) comes from
+        the one test pass of the best checkpoint, in float32 as the shipped model computes.
+        """
         assert self.task is not None  # set by trainer()
         epochs, stop = self.epochs, self.stop  # as fit ended, before the test's restore
-        best_epoch = (best_row(epochs, self.task.monitor, self.task.mode) or {}).get("epoch")
+        model = trainer.lightning_module
+        tested = self.best(trainer)
+        best_epoch = tested_epoch(model, tested, epochs, self.task)
         metrics: dict[str, Any] = {
             "test": as_floats(results[0]),
-            "best_checkpoint": self.best(trainer),
+            "best_checkpoint": tested,
             "epochs": trainer.current_epoch,
             "steps": trainer.global_step,
             "fit_seconds": round(self.fit_seconds, 3),
-            "precision": trainer.precision,
+            "precision": self.precision,
+            "test_precision": SHIPPED_PRECISION,
             "world_size": trainer.world_size,
             "run_dir": str(self.run_dir),
         }
-        confusion = self.confusion.matrix if self.confusion else None
+        metrics |= summarize(
+            epochs,
+            self.speed.clock,
+            wall_seconds=time.perf_counter() - self.origin,
+            startup_seconds=(self.fit_started or self.started) - self.origin,
+            imports_seconds=self.started - self.origin,
+            monitor=self.task.monitor,
+            mode=self.task.mode,
+            best_epoch=best_epoch,
+        )
+        metrics["early_stop"] = stop
+        confusion = test_confusion(model, metrics, self.class_names)
         if trainer.is_global_zero:
-            write_plots(
+            write_json(self.run_dir / "metrics.json", metrics)  # first: a plot may fail
+            plot_safely(
                 self.run_dir / "plots",
                 epochs,
                 self.task,
@@ -247,22 +278,49 @@ class TrainRun:
                 stopped_epoch=stop["epoch"] if stop else None,
                 class_names=self.class_names,
             )
-        metrics |= summarize(  # read last, so the wall time holds the plots too
-            epochs,
-            self.speed.clock,
-            wall_seconds=time.perf_counter() - self.origin,
-            startup_seconds=(self.fit_started or self.started) - self.origin,
-            imports_seconds=self.started - self.origin,
-            monitor=self.task.monitor,
-            mode=self.task.mode,
-        )
-        metrics["early_stop"] = stop
-        if confusion is not None:  # the best checkpoint's, on the test split
-            metrics["per_class"] = per_class(confusion, self.class_names)
-        if trainer.is_global_zero:
-            write_json(self.run_dir / "metrics.json", metrics)
             report(self.run_dir, metrics)
         return metrics
+
+
+def tested_epoch(
+    model: LightningModule, tested: str | None, epochs: list[dict[str, Any]], task: Task
+) -> float | None:
+    """The epoch of the checkpoint the test loaded; the history's best without one."""
+    loaded = getattr(model, "loaded_epoch", None)
+    if tested and isinstance(loaded, int):
+        return float(loaded)
+    return (best_row(epochs, task.monitor, task.mode) or {}).get("epoch")
+
+
+def test_confusion(
+    model: LightningModule, metrics: dict[str, Any], class_names: Sequence[str]
+) -> Tensor | None:
+    """The test pass's confusion counts; their per-class table and caveat added to ``metrics``."""
+    confusion = getattr(model, "test_confusion", None)
+    if not isinstance(confusion, Tensor):
+        return None
+    names = list(class_names) or [str(i) for i in range(len(confusion))]
+    metrics["per_class"] = per_class(confusion, names)
+    caveat = headline_caveat(confusion, names)
+    if caveat is not None:
+        metrics["caveats"] = [caveat]
+    return confusion
+
+
+def class_names_of(trainer: Trainer) -> list[str]:
+    """The class names of the data module the trainer tested on; none if it has none."""
+    datamodule = getattr(trainer, "datamodule", None)
+    info = getattr(datamodule, "info", None)
+    names = info.class_names if isinstance(info, DataInfo) else getattr(datamodule, "class_names", None)
+    return [str(name) for name in names or ()]
+
+
+def plot_safely(plot_dir: Path, *args: Any, **kwargs: Any) -> None:
+    """``write_plots``; a plot that fails is one warning, not a lost run (metrics.json stands)."""
+    try:
+        write_plots(plot_dir, *args, **kwargs)
+    except Exception as error:  # noqa: BLE001  (matplotlib raises many kinds)
+        log.warning("plots not written (%s: %s); metrics.json is complete", type(error).__name__, error)
 
 
 def starting_point(
@@ -312,6 +370,8 @@ def report(run_dir: Path, metrics: dict[str, Any]) -> None:
     log.info("best checkpoint: %s", metrics["best_checkpoint"])
     log.info("metrics:         %s", run_dir / "metrics.json")
     log.info("plots:           %s", run_dir / "plots")
+    for caveat in metrics.get("caveats", []):
+        log.warning("%s", caveat)
 
 
 def score(metrics: dict[str, Any], cfg: DictConfig) -> float | None:
@@ -333,6 +393,13 @@ def open_checkpoint(cfg: DictConfig) -> Checkpoint:
     return Checkpoint.open(cfg.ckpt_path)
 
 
+def build_tester(cfg: DictConfig) -> Trainer:
+    """The trainer an evaluation tests with: in float32, as the shipped model computes,
+    unless ``trainer.precision`` is given on the command line (its figures then say so)."""
+    given = {override_key(override) for override in command_line_overrides()}
+    return build_trainer(cfg, precision=test_precision(cfg, given), announce_precision=False)
+
+
 def report_test(
     cfg: DictConfig, trainer: Trainer, results: list[Mapping[str, float]], run_dir: Path
 ) -> dict[str, Any]:
@@ -340,10 +407,21 @@ def report_test(
     metrics: dict[str, Any] = {
         "test": as_floats(results[0]),
         "checkpoint": str(Path(cfg.ckpt_path).resolve()),
+        "precision": str(trainer.precision),
     }
+    confusion = test_confusion(trainer.lightning_module, metrics, class_names_of(trainer))
     if trainer.is_global_zero:
         write_json(run_dir / "metrics.json", metrics)
         scores = "  ".join(f"{name} {value:.4f}" for name, value in metrics["test"].items())
-        log.info("%s on %s", scores, cfg.ckpt_path)
+        label = (
+            "float32, as model.onnx and predict compute"
+            if metrics["precision"] == SHIPPED_PRECISION
+            else f"{metrics['precision']} as asked; model.onnx and predict compute in float32"
+        )
+        log.info("%s on %s (%s)", scores, cfg.ckpt_path, label)
+        if confusion is not None:
+            log.info("%s", as_text(per_class_table(metrics["per_class"])))
+        for caveat in metrics.get("caveats", []):
+            log.warning("%s", caveat)
         log.info("metrics: %s", run_dir / "metrics.json")
     return metrics

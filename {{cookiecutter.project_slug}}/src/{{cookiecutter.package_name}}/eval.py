@@ -9,7 +9,7 @@ The checkpoint names its data module and settings; ``data.<setting>=`` overrides
 from typing import Any
 
 from omegaconf import DictConfig
-from platekit.recipe import build_trainer, data_overrides, open_checkpoint, prepare_run, report_test
+from platekit.recipe import build_tester, data_overrides, open_checkpoint, prepare_run, report_test
 
 from . import PROJECT
 
@@ -20,7 +20,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     model = checkpoint.model()  # rebuilt from its own hyperparameters, weights loaded
     run_dir = prepare_run(cfg)
     datamodule = checkpoint.datamodule(data_overrides(cfg), roots=[cfg.paths.root_dir])
-    trainer = build_trainer(cfg)
+    trainer = build_tester(cfg)
     results = trainer.test(model, datamodule=datamodule, verbose=False)
     return report_test(cfg, trainer, results, run_dir)
 

@@ -84,6 +84,39 @@ class PreemptibleCheckpoint(ModelCheckpoint):
         if isinstance(exception, SIGTERMException) and self.dirpath is not None:
             trainer.save_checkpoint(self.last_path, self.save_weights_only)
 
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Lightning's restore, for a run directory that moved (copied, or mounted elsewhere).
+
+        Lightning forgets the best score when ``dirpath`` differs from the stored one, so
+        the next epoch became "best" however it scored, and the run tested it. Here the
+        stored checkpoints are looked up by name in this run's own folder: those present
+        are the run's, with their scores; those absent are dropped.
+        """
+        stored = state_dict.get("dirpath")
+        if self.dirpath is None or stored is None or str(stored) == str(self.dirpath):
+            super().load_state_dict(state_dict)
+            return
+        here = Path(str(self.dirpath))
+
+        def moved(path: Any) -> str:
+            name = Path(str(path)).name if path else ""
+            return str(here / name) if name.endswith(self.FILE_EXTENSION) and (here / name).is_file() else ""
+
+        best_k = {moved(path): score for path, score in (state_dict.get("best_k_models") or {}).items()}
+        best_k.pop("", None)
+        best = moved(state_dict.get("best_model_path"))
+        super().load_state_dict(
+            {
+                **state_dict,
+                "dirpath": self.dirpath,
+                "best_model_path": best,
+                "best_model_score": state_dict.get("best_model_score") if best else None,
+                "best_k_models": best_k,
+                "kth_best_model_path": moved(state_dict.get("kth_best_model_path")),
+                "last_model_path": moved(state_dict.get("last_model_path")),
+            }
+        )
+
     def _ModelCheckpoint__warn_if_dir_not_empty(self, dirpath: Any) -> None:  # noqa: N802
         # Lightning's check that a new run does not mix its checkpoints with another's. A
         # resumed run continues in its own run directory: its checkpoints belong there.

@@ -14,6 +14,7 @@ from ..data.info import DataInfo
 from ..runtime.config import to_plain
 from ..runtime.threads import CHECKPOINT_KEY as THREADS_KEY
 from .registry import active
+from .run_record import PRECISION, RECORD_KEY
 
 DATA_KEY = "data"
 MODEL_KEY = "model"
@@ -22,8 +23,9 @@ MODEL_KEY = "model"
 class DescribeCheckpoint(Callback):
     """Add the data card and the model's class to every checkpoint the trainer writes."""
 
-    def __init__(self, info: DataInfo) -> None:
+    def __init__(self, info: DataInfo, run_settings: dict[str, Any] | None = None) -> None:
         self.info = info
+        self.run_settings = run_settings  # run_record.record() of the run's config
 
     def on_save_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
@@ -33,6 +35,8 @@ class DescribeCheckpoint(Callback):
         # The registry's name for the class: it survives a move within its package.
         checkpoint[MODEL_KEY] = {"_target_": active().key(type(pl_module))}
         checkpoint[THREADS_KEY] = torch.get_num_threads()  # a resume with auto takes it
+        if self.run_settings is not None:  # what a resume continues with
+            checkpoint[RECORD_KEY] = {**self.run_settings, PRECISION: str(trainer.precision)}
         plain_hyperparameters(checkpoint)
 
 

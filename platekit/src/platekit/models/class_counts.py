@@ -108,3 +108,13 @@ class ClassCounts(TorchMetric):
 
     def compute(self) -> Tensor:
         return accuracies(self.confusion)[self.figure]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        side = math.isqrt(self.confusion.numel())
+        return side, side
+
+    def summed(self) -> Tensor:
+        """The flat counts added up over every rank (this rank's own stay as they are), on the CPU."""
+        with self.sync_context():
+            return self.confusion.detach().clone().cpu()

@@ -22,6 +22,7 @@ from ..checkpoints.registry import active
 from ..checkpoints.upgrade import EPOCH_SUMS_KEY  # the training epoch's running sums
 from ..cli.errors import UserError
 from ..runtime.config import to_plain
+from .class_counts import ClassCounts
 from .tasks import GRAD_NORM, LOSS, TEST, TRAIN, VAL, Regression, Task
 
 Batch = tuple[Tensor, Tensor]
@@ -84,6 +85,10 @@ class TaskModule(LightningModule):
         self._resumed = False
         self.val_metrics = nn.ModuleDict(self.task.eval_metrics())
         self.test_metrics = nn.ModuleDict(self.task.eval_metrics())
+        # The last test pass's (true, predicted) counts, summed over ranks: the counts the
+        # test accuracies were computed from, so the per-class table and plots agree with them.
+        self.test_confusion: Tensor | None = None
+        self.loaded_epoch: int | None = None  # the epoch of the checkpoint last loaded
 
     def forward(self, inputs: Tensor) -> Tensor:
         return self.net(inputs)
@@ -123,6 +128,8 @@ class TaskModule(LightningModule):
         sums = checkpoint.get(EPOCH_SUMS_KEY)
         self._sums_to_restore = sums if isinstance(sums, dict) else None
         self._resumed = True
+        epoch = checkpoint.get("epoch")
+        self.loaded_epoch = epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         inputs, targets = batch
@@ -161,6 +168,14 @@ class TaskModule(LightningModule):
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, TEST, self.test_metrics)
+
+    def on_test_epoch_start(self) -> None:
+        self.test_confusion = None
+
+    def on_test_epoch_end(self) -> None:
+        counts = [metric for metric in self.test_metrics.values() if isinstance(metric, ClassCounts)]
+        if counts:  # before Lightning resets the logged metrics
+            self.test_confusion = counts[0].summed().reshape(counts[0].shape)
 
     def _evaluate(self, batch: Batch, stage: str, metrics: nn.ModuleDict) -> None:
         inputs, targets = batch

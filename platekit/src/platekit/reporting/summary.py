@@ -48,6 +48,7 @@ def summarize(
     imports_seconds: float,
     monitor: str,
     mode: str,
+    best_epoch: float | None = None,
 ) -> dict[str, Any]:
     """What metrics.json adds to the test results: best and final epoch, times, speed, memory.
 
@@ -57,12 +58,14 @@ def summarize(
         startup_seconds: from the process's start to the start of fit.
         imports_seconds: from the process's start to the recipe's first line: the
             interpreter, the imports and the config.
+        best_epoch: the epoch of the checkpoint tested, if known: its row is ``best``.
     """
     rate = speed.rate
     return {
         "monitor": monitor,
         "mode": mode,
-        "best": best_row(history, monitor, mode),
+        "best": next((row for row in history if row.get("epoch") == best_epoch), None)
+        or best_row(history, monitor, mode),
         "final": history[-1] if history else None,
         "wall_seconds": round(wall_seconds, 3),
         "wall_clock_from": process_clock_source(),

@@ -1,7 +1,8 @@
 """The pieces every entry point shares: seeding, the run directory, the final report."""
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import torch
 from hydra.utils import instantiate
 from lightning import Callback, LightningDataModule, LightningModule, Trainer, seed_everything
 from lightning.pytorch.loggers import Logger
+from lightning.pytorch.plugins.precision import Precision
 from omegaconf import DictConfig, OmegaConf
 
 from ..callbacks.checkpoint import PreemptibleCheckpoint
@@ -77,6 +79,36 @@ def build_trainer(
     if trainer.is_global_zero and announce_precision:
         log.info("precision: %s (trainer.precision=%s)", trainer.precision, cfg.trainer.precision)
     return trainer
+
+
+SHIPPED_PRECISION = "32-true"  # what export writes into model.onnx and predict computes in
+
+
+@contextmanager
+def as_shipped(trainer: Trainer, model: LightningModule) -> Iterator[None]:
+    """Test ``model`` in float32 without autocast, as ``model.onnx`` and predict compute.
+
+    A run that trained in ``bf16-mixed`` (or a ``*-true`` half precision) would otherwise
+    test in it: its figures would not be those of the model it ships. The trainer's
+    precision plugin is Lightning's plain one for the duration; the net's weights are cast
+    to float32, which they already are under a mixed precision.
+    """
+    strategy = trainer.strategy
+    trained = strategy.precision_plugin
+    strategy.precision_plugin = Precision()
+    model.float()
+    try:
+        yield
+    finally:
+        strategy.precision_plugin = trained
+
+
+def test_precision(cfg: DictConfig, given: set[str]) -> str:
+    """The precision an evaluation runs at: the shipped model's unless ``trainer.precision``
+    was ``given`` on the command line."""
+    if "trainer.precision" in given:
+        return resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    return SHIPPED_PRECISION
 
 
 def build_parts(cfg: DictConfig) -> tuple[LightningDataModule, LightningModule, DataInfo]:
