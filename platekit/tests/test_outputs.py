@@ -116,9 +116,8 @@ def test_resumed_run_keeps_the_history_of_earlier_epochs(tmp_path: Path) -> None
     train = module("train").train
     first = train(compose_config(tmp_path / "a", [*QUICK, "trainer.max_epochs=2"]))
     last = tmp_path / "a" / "checkpoints" / "last.ckpt"
-    resumed = train(
-        compose_config(tmp_path / "b", [*QUICK, "trainer.max_epochs=3", f"ckpt_path={last}"])
-    )
+    longer = [*QUICK, "trainer.max_epochs=3", f"ckpt_path={last}"]  # given: the run grows
+    resumed = train(compose_config(tmp_path / "b", longer), longer)
     assert resumed["final"]["epoch"] == 2
     assert resumed["best"]["val/acc"] >= first["best"]["val/acc"]
     rows = torch.load(tmp_path / "b" / "checkpoints" / "last.ckpt")["callbacks"]["MetricHistory"]
