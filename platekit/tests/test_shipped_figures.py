@@ -136,3 +136,29 @@ def test_regression_figures_are_predicts_on_the_same_rows(tmp_path: Path) -> Non
     }
     for name, value in expected.items():
         assert metrics["test"][name] == pytest.approx(float(value), rel=1e-6), name
+
+
+def test_a_headline_that_hides_a_class_is_said_and_a_failing_plot_costs_nothing(
+    tmp_path: Path,
+) -> None:
+    """Noise features, 1 row in 20 of a rare class: the model answers the common class for
+    every row; accuracy is high and says nothing of it. The rare class's name is mathtext
+    matplotlib cannot draw: the plots fail, metrics.json stands."""
+    rng = np.random.default_rng(0)
+    rows = ["a,b,c,label"]
+    for index in range(600):
+        label = "$x_{1$" if index % 20 == 0 else "common"
+        rows.append(",".join(f"{value:.4f}" for value in rng.normal(size=3)) + f",{label}")
+    table = tmp_path / "rare.csv"
+    table.write_text("\n".join(rows) + "\n")
+    metrics = train_cli(tmp_path, "data=csv", f"data.path={table}", "data.target=label")
+    [caveat] = metrics["caveats"]
+    assert caveat.startswith("test/acc 0.9")
+    assert "no test row of '$x_{1$'" in caveat
+    assert caveat.endswith(
+        "train with model.task.class_weights=balanced and model.task.monitor=balanced_acc"
+    )
+    assert caveat in metrics["stdout"]
+    assert metrics["per_class"]["$x_{1$"]["recall"] == 0.0
+    [plots] = [line for line in metrics["stdout"].splitlines() if "plots not written" in line]
+    assert plots.endswith("; metrics.json is complete")

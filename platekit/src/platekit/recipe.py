@@ -36,9 +36,9 @@ from .checkpoints.resume import resume_path
 from .checkpoints.run_record import keep_recorded_settings, record, say_precision_change
 from .checkpoints.run_settings import (
     command_line_overrides,
-    override_key,
     keep_model,
     keep_run_settings,
+    override_key,
     refuse_ignored_callback_settings,
     refuse_ignored_optimizer_settings,
 )
@@ -311,7 +311,9 @@ def class_names_of(trainer: Trainer) -> list[str]:
     """The class names of the data module the trainer tested on; none if it has none."""
     datamodule = getattr(trainer, "datamodule", None)
     info = getattr(datamodule, "info", None)
-    names = info.class_names if isinstance(info, DataInfo) else getattr(datamodule, "class_names", None)
+    names = (
+        info.class_names if isinstance(info, DataInfo) else getattr(datamodule, "class_names", None)
+    )
     return [str(name) for name in names or ()]
 
 
@@ -319,8 +321,11 @@ def plot_safely(plot_dir: Path, *args: Any, **kwargs: Any) -> None:
     """``write_plots``; a plot that fails is one warning, not a lost run (metrics.json stands)."""
     try:
         write_plots(plot_dir, *args, **kwargs)
-    except Exception as error:  # noqa: BLE001  (matplotlib raises many kinds)
-        log.warning("plots not written (%s: %s); metrics.json is complete", type(error).__name__, error)
+    except Exception as error:  # matplotlib raises many kinds
+        first = next((line for line in str(error).splitlines() if line.strip()), "")
+        log.warning(
+            "plots not written (%s: %s); metrics.json is complete", type(error).__name__, first
+        )
 
 
 def starting_point(

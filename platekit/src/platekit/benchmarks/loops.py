@@ -19,7 +19,6 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig
 from torch import Tensor
 
-from ..callbacks.confusion import TestConfusionMatrix
 from ..callbacks.history import MetricHistory
 from ..cli.errors import UserError
 from ..data.base import BaseDataModule
@@ -93,9 +92,8 @@ def lightning_loop(
 ) -> tuple[float, Trainer]:
     """Seconds for ``steps`` steps of the project's own Trainer, callbacks and loggers.
 
-    The callbacks are the configured ones plus the two ``train`` adds (history and test
-    confusion matrix). Only what a benchmark must change is changed: a step budget instead
-    of epochs, and no validation and no checkpoint written inside the timed steps (the
+    The callbacks are the configured ones plus the history ``train`` adds. Only what a
+    benchmark must change is changed: a step budget instead of epochs, and no validation and no checkpoint written inside the timed steps (the
     checkpoint callbacks run, with ``save_last`` off and no metric to rank by).
     ``bare=True`` drops every callback, logger and checkpoint instead: what Lightning and
     the LightningModule cost on their own.
@@ -107,9 +105,7 @@ def lightning_loop(
         cfg.callbacks, cfg.logger = None, None
         trainer_overrides["enable_checkpointing"] = False
     else:
-        classes = getattr(getattr(model, "task", None), "num_classes", None)
         callbacks = [MetricHistory(), timer]
-        callbacks += [TestConfusionMatrix(classes)] if classes else []
     trainer = build_trainer(
         cfg,
         callbacks=callbacks,
@@ -165,9 +161,7 @@ def boundary_loop(
     epoch end), validation aside; returns the intervals measured."""
     timer = BoundaryClock(clock)
     task = getattr(model, "task", None)
-    classes = getattr(task, "num_classes", None)
     callbacks: list[Callback] = [MetricHistory(), timer]
-    callbacks += [TestConfusionMatrix(classes)] if classes else []
     trainer = build_trainer(
         cfg,
         callbacks=callbacks,

@@ -100,9 +100,15 @@ class PreemptibleCheckpoint(ModelCheckpoint):
 
         def moved(path: Any) -> str:
             name = Path(str(path)).name if path else ""
-            return str(here / name) if name.endswith(self.FILE_EXTENSION) and (here / name).is_file() else ""
+            return (
+                str(here / name)
+                if name.endswith(self.FILE_EXTENSION) and (here / name).is_file()
+                else ""
+            )
 
-        best_k = {moved(path): score for path, score in (state_dict.get("best_k_models") or {}).items()}
+        best_k = {
+            moved(path): score for path, score in (state_dict.get("best_k_models") or {}).items()
+        }
         best_k.pop("", None)
         best = moved(state_dict.get("best_model_path"))
         super().load_state_dict(

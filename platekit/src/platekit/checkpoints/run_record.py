@@ -39,9 +39,17 @@ STEERING: dict[str, frozenset[str]] = {
         {"monitor", "mode", "save_top_k", "every_n_epochs", "every_n_train_steps"}
     ),
     "early_stopping": frozenset(
-        {"monitor", "mode", "patience", "min_delta", "check_finite", "stopping_threshold",
-         "divergence_threshold", "check_on_train_epoch_end"}
-    ),  # fmt: skip
+        {
+            "monitor",
+            "mode",
+            "patience",
+            "min_delta",
+            "check_finite",
+            "stopping_threshold",
+            "divergence_threshold",
+            "check_on_train_epoch_end",
+        }
+    ),
     "finite_loss": frozenset(),
     "exact_resume": frozenset(),
 }
@@ -86,7 +94,9 @@ def plain_mapping(node: Any) -> dict[str, Any]:
     if node is None:
         return {}
     container = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    return dict(container) if isinstance(container, Mapping) else {}
+    if not isinstance(container, Mapping):
+        return {}
+    return {str(key): value for key, value in container.items()}
 
 
 def stored_record(checkpoint: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -129,7 +139,9 @@ def keep_recorded_settings(
         )
 
 
-def keep_trainer(cfg: DictConfig, stored: dict[str, Any], named: set[str], refused: list[str]) -> None:
+def keep_trainer(
+    cfg: DictConfig, stored: dict[str, Any], named: set[str], refused: list[str]
+) -> None:
     settings = stored.get("trainer")
     if not isinstance(settings, dict) or "trainer" not in cfg:
         return
@@ -161,7 +173,11 @@ def keep_precision(trainer: DictConfig, precision: Any, named: set[str]) -> None
     except UserError:  # e.g. 16-mixed from a GPU, resumed on a CPU: today's setting holds
         return
     if trainer.get(PRECISION) != precision:
-        log.info("trainer.precision=%s from the checkpoint (config: %s)", precision, trainer.get(PRECISION))
+        log.info(
+            "trainer.precision=%s from the checkpoint (config: %s)",
+            precision,
+            trainer.get(PRECISION),
+        )
     trainer[PRECISION] = precision
 
 
@@ -285,7 +301,10 @@ def take(node: DictConfig, key: str, value: Any, name: str, named: set[str]) -> 
     if name in named:
         if current != value:
             log.info(
-                "%s=%s given: the resumed run changes it from the checkpoint's %s", name, current, value
+                "%s=%s given: the resumed run changes it from the checkpoint's %s",
+                name,
+                current,
+                value,
             )
         return
     if current != value:

@@ -11,6 +11,7 @@ from lightning import LightningModule, Trainer
 
 from ..data.info import DataInfo
 from ..models.tasks import Task
+from ..runtime.precision import auto_reason
 from ..runtime.threads import Threads
 
 # The header's field names, in order (tests/test_first_screen.py checks a real run's).
@@ -36,13 +37,20 @@ def run_header(
         "task": describe_task(task),
         "model": describe_model(model),
         "device": f"{trainer.strategy.root_device}, precision {trainer.precision} "
-        f"(trainer.precision={precision_setting})"
+        f"({precision_reason(precision_setting, trainer)})"
         + (f", {trainer.world_size} processes" if trainer.world_size > 1 else ""),
         "threads": str(threads),
         "seed": str(seed),
         "run dir": f"{shown_path(run_dir)}  (config.yaml; full config in {log_name})",
     }
     return [f"{name:<9} {values[name]}" for name in FIELDS]
+
+
+def precision_reason(setting: str, trainer: Trainer) -> str:
+    """``trainer.precision=bf16-mixed`` as given, or why ``auto`` chose what it did."""
+    if setting != "auto":
+        return f"trainer.precision={setting}"
+    return auto_reason(trainer.strategy.root_device.type)
 
 
 def data_sizes(info: DataInfo) -> str:

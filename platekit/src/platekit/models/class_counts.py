@@ -115,6 +115,6 @@ class ClassCounts(TorchMetric):
         return side, side
 
     def summed(self) -> Tensor:
-        """The flat counts added up over every rank (this rank's own stay as they are), on the CPU."""
+        """The flat counts summed over every rank (this rank's own are kept), on the CPU."""
         with self.sync_context():
             return self.confusion.detach().clone().cpu()

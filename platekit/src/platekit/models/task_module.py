@@ -129,7 +129,9 @@ class TaskModule(LightningModule):
         self._sums_to_restore = sums if isinstance(sums, dict) else None
         self._resumed = True
         epoch = checkpoint.get("epoch")
-        self.loaded_epoch = epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
+        self.loaded_epoch = (
+            epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
+        )
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         inputs, targets = batch
@@ -173,7 +175,9 @@ class TaskModule(LightningModule):
         self.test_confusion = None
 
     def on_test_epoch_end(self) -> None:
-        counts = [metric for metric in self.test_metrics.values() if isinstance(metric, ClassCounts)]
+        counts = [
+            metric for metric in self.test_metrics.values() if isinstance(metric, ClassCounts)
+        ]
         if counts:  # before Lightning resets the logged metrics
             self.test_confusion = counts[0].summed().reshape(counts[0].shape)
 

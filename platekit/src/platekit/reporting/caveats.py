@@ -42,7 +42,9 @@ def headline_caveat(confusion: Tensor, class_names: Sequence[str]) -> str | None
         return None
     found = []
     if at_chance:
-        found.append(f"balanced_acc {balanced:.4f} is at chance ({chance:.4f} for {classes} classes)")
+        found.append(
+            f"balanced_acc {balanced:.4f} is at chance ({chance:.4f} for {classes} classes)"
+        )
     if missed:
         named = ", ".join(
             f"'{inert(class_names[i]) if i < len(class_names) else i}' ({int(support[i])} rows)"
