@@ -93,8 +93,9 @@ def lightning_loop(
     """Seconds for ``steps`` steps of the project's own Trainer, callbacks and loggers.
 
     The callbacks are the configured ones plus the history ``train`` adds. Only what a
-    benchmark must change is changed: a step budget instead of epochs, and no validation and no checkpoint written inside the timed steps (the
-    checkpoint callbacks run, with ``save_last`` off and no metric to rank by).
+    benchmark must change is changed: a step budget instead of epochs, and no validation
+    and no checkpoint written inside the timed steps (the checkpoint callbacks run, with
+    ``save_last`` off and no metric to rank by).
     ``bare=True`` drops every callback, logger and checkpoint instead: what Lightning and
     the LightningModule cost on their own.
     """
