@@ -6,7 +6,6 @@ those of predict's answers on the same rows; regression figures agree within 1e-
 in float32 too, unless ``trainer.precision`` is given (and then says so).
 """
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from platekit.checkpoints.restore import Checkpoint
 from platekit.models.class_counts import per_class
 from platekit.testing import predict_rows
 
-from support import ROOT, read_json, run_cli
+from support import read_json, run_cli
 
 QUICK_CLI = ["trainer.max_epochs=3", "callbacks.progress_bar=null", "logger=csv"]
 
@@ -33,10 +32,7 @@ def train_cli(cwd: Path, *overrides: str) -> dict[str, Any]:
 
 def split_of(checkpoint: str, directory: Path) -> tuple[Path, np.ndarray]:
     """The checkpoint's own test split as raw inputs (what a user feeds predict), and targets."""
-    run_root = Path(checkpoint).parents[5]  # <cwd>/outputs/train/runs/<run>/checkpoints/x.ckpt
-    with contextlib.chdir(run_root):  # where the run's relative data paths point
-        datamodule = Checkpoint.open(checkpoint).datamodule({}, roots=[ROOT, run_root])
-        datamodule.setup("test")
+    datamodule = Checkpoint.open(checkpoint).datamodule({})  # its own rows, checked
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "test.npy"
     np.save(path, datamodule.raw_inputs("test").numpy())

@@ -29,9 +29,10 @@ from torch import Tensor
 
 from .callbacks.history import MetricHistory
 from .checkpoints.card import DATA_KEY, MODEL_KEY, DescribeCheckpoint
+from .checkpoints.integrity import SEALED
 from .checkpoints.io import hand_over, load_checkpoint, load_weights
 from .checkpoints.registry import active, trust
-from .checkpoints.restore import Checkpoint, check_names
+from .checkpoints.restore import Checkpoint, check_names, check_rows
 from .checkpoints.resume import resume_path
 from .checkpoints.run_record import keep_recorded_settings, record, say_precision_change
 from .checkpoints.run_settings import (
@@ -42,11 +43,12 @@ from .checkpoints.run_settings import (
     refuse_ignored_callback_settings,
     refuse_ignored_optimizer_settings,
 )
-from .cli.console import as_text, log_config, log_file_names
+from .cli.console import log_config, log_file_names
 from .cli.errors import UserError
 from .cli.header import run_header
 from .cli.hints import explain_failures
 from .data.adapters import warn_if_plain
+from .data.base import SPLITS
 from .data.info import DataInfo
 from .models.class_counts import per_class
 from .models.tasks import Task, task_of
@@ -54,7 +56,7 @@ from .reporting.caveats import headline_caveat
 from .reporting.plots import write_plots
 from .reporting.speed import TrainSpeed
 from .reporting.stopping import early_stop, stop_message
-from .reporting.summary import best_row, objective, per_class_table, summarize, summary_table
+from .reporting.summary import best_row, objective, summarize, summary_table
 from .runtime.clock import run_origin
 from .runtime.files import write_json
 from .runtime.run import (
@@ -71,7 +73,7 @@ from .runtime.run import (
 from .runtime.signals import StopAfterStep, stopped_by_signal
 from .runtime.slurm import arm_requeue, requeue_if_asked
 from .runtime.threads import CHECKPOINT_KEY as THREADS_KEY
-from .runtime.threads import Threads, apply_threads, choose_threads
+from .runtime.threads import Threads, apply_threads, available_cores, choose_threads
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +156,7 @@ class TrainRun:
         ``callbacks`` join the configured ones (a sweep adds its pruning callback).
         """
         if self.resumed is not None and self.ckpt_path is not None:  # fit restores the rest
+            check_rows(self.resumed.get(DATA_KEY) or {}, datamodule, SPLITS, self.ckpt_path)
             load_weights(model, self.resumed, self.ckpt_path)
         if self.init_from is not None:
             initialise(model, self.init_from, cfg.init_from, strict=cfg.init_strict)
@@ -354,9 +357,14 @@ def starting_point(
 
 
 def stored_threads(checkpoint: dict[str, Any] | None) -> int | None:
-    """The thread count a resumed checkpoint was trained with (None before it was stored)."""
-    value = (checkpoint or {}).get(THREADS_KEY)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+    """The thread count a resumed checkpoint was trained with: only from one this project
+    sealed, and at most the cores this process may use (None otherwise)."""
+    if not checkpoint or not checkpoint.get(SEALED):
+        return None
+    value = checkpoint.get(THREADS_KEY)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return None
+    return min(value, available_cores())
 
 
 def initialise(model: LightningModule, checkpoint: dict[str, Any], path: str, strict: bool) -> None:
@@ -425,7 +433,7 @@ def report_test(
         )
         log.info("%s on %s (%s)", scores, cfg.ckpt_path, label)
         if confusion is not None:
-            log.info("%s", as_text(per_class_table(metrics["per_class"])))
+            log.info("per class: precision, recall and support in %s", run_dir / "metrics.json")
         for caveat in metrics.get("caveats", []):
             log.warning("%s", caveat)
         log.info("metrics: %s", run_dir / "metrics.json")

@@ -63,7 +63,7 @@ def prepare(root: Path, train_overrides: list[str]) -> tuple[Path, Path, Path]:
     from ..checkpoints.restore import Checkpoint
     from ..data.base import BaseDataModule
 
-    datamodule = Checkpoint.open(checkpoint).datamodule(roots=[root])
+    datamodule = Checkpoint.open(checkpoint).datamodule(check=())
     if not isinstance(datamodule, BaseDataModule):
         raise UserError(
             f"bench times predict on raw inputs, which {type(datamodule).__name__} does not "

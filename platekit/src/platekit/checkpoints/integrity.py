@@ -19,30 +19,42 @@ from typing import Any
 import torch
 
 from ..cli.errors import UserError
+from .seal import is_sealed, project_key, seal_of
 
 log = logging.getLogger(__name__)
 
 CHECKSUM_KEY = "content_sha256"  # "sha256:<hex>", a plain string
+SEAL_KEY = "content_seal"  # "hmac-sha256:<hex>" of the checksum under the project's key
+SEALED = "sealed_by_this_project"  # set by verify() on a loaded checkpoint, never trusted stored
 ALGORITHM = "sha256"
 SHOWN_DIGITS = 12  # hex digits of a checksum an error message shows
 
 
 def seal(checkpoint: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
-    """A shallow copy of ``checkpoint`` with its checksum added, and its tensors' size in bytes."""
-    content = {k: v for k, v in checkpoint.items() if k != CHECKSUM_KEY}
+    """A shallow copy of ``checkpoint`` with its checksum and the project's seal (``seal.py``)
+    added, and its tensors' size in bytes."""
+    content = {k: v for k, v in checkpoint.items() if k not in (CHECKSUM_KEY, SEAL_KEY, SEALED)}
     digest, nbytes = content_checksum(content)
-    return {**content, CHECKSUM_KEY: digest}, nbytes
+    key = project_key(create=True)
+    extra = {SEAL_KEY: seal_of(digest, key)} if key is not None else {}
+    return {**content, CHECKSUM_KEY: digest, **extra}, nbytes
 
 
 def verify(checkpoint: dict[str, Any], path: str | Path) -> None:
-    """Check and remove the stored checksum; warn once per file if there is none.
+    """Check and remove the stored checksum and seal; warn once per file without a checksum.
+
+    Sets ``checkpoint[SEALED]``: whether this project's key sealed it (whatever the file
+    said under that name).
 
     Raises:
         UserError: the content does not hash to the stored checksum.
     """
     stored = checkpoint.pop(CHECKSUM_KEY, None)
+    stored_seal = checkpoint.pop(SEAL_KEY, None)
+    checkpoint.pop(SEALED, None)
     if stored is None:
         _warn_unverified(str(path))
+        checkpoint[SEALED] = False
         return
     actual, _ = content_checksum(checkpoint)
     if stored != actual:
@@ -52,6 +64,7 @@ def verify(checkpoint: dict[str, Any], path: str | Path) -> None:
             "(disk, copy or edit); use another checkpoint (an earlier epoch_*.ckpt) or retrain, "
             "and after a deliberate edit re-save it with checkpoints.io.save_checkpoint"
         )
+    checkpoint[SEALED] = is_sealed(actual, stored_seal)
 
 
 def check_finite(state_dict: Mapping[str, Any], path: str | Path) -> None:

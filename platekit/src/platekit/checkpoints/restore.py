@@ -14,8 +14,11 @@ What a checkpoint can and cannot make this project do (the promise):
   under this project's package, ``torch.nn`` or ``torch.optim`` (or a class named exactly
   in ``trusted_classes``), of the right base for its slot, found before anything is
   imported. Its strings are plain values, never OmegaConf interpolations.
-- Its data paths are used as stored only inside this project or this command's
-  ``paths.root_dir``; a path elsewhere must be named again (``data.path=...``).
+- Its data paths resolve against the project root, never the working directory. Sealed by
+  this project's key (``seal.py``), it follows them anywhere; otherwise it reads no data path
+  outside the project: the data is named again (``data.path=...``).
+- Its data must be the rows it was trained on (a fingerprint per split): eval and resume
+  refuse other rows in one line, unless asked to evaluate new rows (``new_data=true``).
 - It still chooses the arguments of those classes (sizes, learning rates, a CSV column):
   a file from someone you do not trust can make a model that predicts nonsense, or a
   data module that reads a table of this project's. Its checksum detects corruption, not
@@ -35,6 +38,7 @@ from ..cli.errors import UserError, first_line
 from ..data.info import DataInfo
 from ..project import current
 from .card import DATA_KEY, MODEL_KEY
+from .integrity import SEALED
 from .io import load_checkpoint, load_weights
 from .registry import Registry, active
 
@@ -95,16 +99,28 @@ class Checkpoint:
         load_weights(model, self.content, self.path)
         return model.eval()
 
+    @property
+    def sealed(self) -> bool:
+        """Whether this project's key sealed it (``seal.py``): then it follows its own data
+        paths from anywhere, and a resume keeps its run settings."""
+        return bool(self.content.get(SEALED))
+
     def datamodule(
-        self, overrides: Mapping[str, Any] | None = None, roots: Iterable[str | Path] = ()
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        check: Iterable[str] = ("test",),
+        refuse: bool = True,
+        new_rows: bool = False,
     ) -> LightningDataModule:
         """The run's data module, set up, with its stored settings (``overrides`` win, warned).
 
         Args:
             overrides: ``data.<setting>=`` values given by the user.
-            roots: folders besides the project where the stored data paths may be used as
-                they are (the command's ``paths.root_dir``); a path elsewhere must be given
-                again in ``overrides``.
+            check: the splits whose rows must be the checkpoint's own (``check_rows``).
+            refuse: False: say when they are not, instead of refusing (export's parity).
+            new_rows: every row of the data as one test split, encoded with the
+                checkpoint's encoding (``data/new_rows.py``): new data, on purpose.
         """
         card = self.content[DATA_KEY]
         settings = self.data_settings
@@ -115,7 +131,11 @@ class Checkpoint:
                     "data.%s=%s overrides the checkpoint's %s", key, value, settings.get(key)
                 )
             settings[key] = value
-        check_data_paths(settings, given, self.path, roots)
+        settings = data_paths(settings, given, self.path, self.sealed)
+        if new_rows:
+            from ..data.new_rows import NewRows
+
+            return NewRows(settings, self.info, self.normalization)
         try:
             datamodule = self.registry.build(
                 {"_target_": card["_target_"], **settings}, "data", "data"
@@ -137,10 +157,72 @@ class Checkpoint:
                 "if it moved, pass its new place, e.g. data.path=... or data.root=..."
             ) from error
         check_same_data(self.info, datamodule, self.path)
+        mean, std = self.normalization
+        if hasattr(datamodule, "use_statistics") and "mean" in card:  # the trained model's scale
+            datamodule.use_statistics(mean, std)
+        try:
+            check_rows(card, datamodule, check, self.path)
+        except UserError as error:
+            if refuse:
+                raise
+            log.warning("%s", str(error).split("; ")[0] + "; parity is checked on them anyway")
         return datamodule
 
 
 SAME_DATA = ("input_shape", "target_kind", "class_names", "feature_names")
+NEW_DATA_FIX = (
+    "pass the data it was trained on (data.path=...), or evaluate this data as new rows on "
+    "purpose with new_data=true"
+)
+
+
+def check_rows(
+    card: Mapping[str, Any],
+    datamodule: LightningDataModule,
+    splits: Iterable[str],
+    path: str | Path,
+) -> None:
+    """Refuse splits whose rows are not those the checkpoint was trained on (added, removed,
+    reordered or edited rows, a replaced file): its figures would be of other rows.
+
+    A checkpoint that records no fingerprints (platekit < 0.3), or a data module that is not
+    a ``BaseDataModule``, cannot be checked: one line says so.
+    """
+    from ..data.adapters import FINGERPRINTS_KEY, is_contract
+    from ..data.base import ALL, BaseDataModule
+    from ..data.fingerprint import difference, is_fingerprint
+
+    if not is_contract(datamodule):
+        log.warning(
+            "data module %s is a plain LightningDataModule: whether its rows are those "
+            "checkpoint '%s' was trained on cannot be checked",
+            type(datamodule).__name__,
+            path,
+        )
+        return
+    stored = card.get(FINGERPRINTS_KEY)
+    if not isinstance(stored, Mapping):
+        log.warning(
+            "checkpoint '%s' records no fingerprint of its data (platekit < 0.3): whether "
+            "these are the rows it was trained on cannot be checked",
+            path,
+        )
+        return
+    assert isinstance(datamodule, BaseDataModule)  # is_contract
+    for split in splits:
+        if not is_fingerprint(stored.get(split)):
+            continue
+        changed = difference(stored[split], datamodule.fingerprint(split))
+        if changed is None:
+            continue
+        if is_fingerprint(stored.get(ALL)) and changed.endswith("content differs"):
+            whole = difference(stored[ALL], datamodule.fingerprint(ALL))
+            if whole is not None and whole.endswith("in another order"):
+                changed += " (the data holds the same rows in another order: the split differs)"
+        raise UserError(
+            f"the {split} split is not the one checkpoint '{path}' was trained on: "
+            f"{changed}; {NEW_DATA_FIX}"
+        )
 
 
 def check_same_data(stored: DataInfo, datamodule: LightningDataModule, path: str | Path) -> None:
@@ -219,21 +301,24 @@ def is_path_setting(name: str) -> bool:
     return name in PATH_SETTINGS or name.endswith(PATH_SUFFIXES)
 
 
-def check_data_paths(
-    settings: Mapping[str, Any],
-    given: Mapping[str, Any],
-    source: str | Path,
-    roots: Iterable[str | Path],
-) -> None:
-    """Refuse a stored data path outside the project and ``roots`` unless the user named it."""
-    allowed = [current().root, *(Path(root).resolve() for root in roots)]
+def data_paths(
+    settings: Mapping[str, Any], given: Mapping[str, Any], source: str | Path, sealed: bool
+) -> dict[str, Any]:
+    """``settings`` with each stored data path resolved against the project root (never the
+    working directory); a path outside the project is refused unless the checkpoint is
+    sealed by this project (``seal.py``) or the user named it again."""
+    root = current().root
+    resolved = dict(settings)
     for name, value in settings.items():
         if name in given or not is_path_setting(name) or not isinstance(value, str) or not value:
             continue
-        place = Path(value).resolve()  # where the data module would look
-        if not any(place == root or root in place.parents for root in allowed):
+        place = (Path(value) if Path(value).is_absolute() else root / value).resolve()
+        if not sealed and not (place == root or root in place.parents):
             raise UserError(
-                f"checkpoint '{source}' stores data.{name}={value}, outside this project; a "
-                f"checkpoint's data paths are used only inside it: if you trust that place, "
-                f"name it again with data.{name}={value}"
+                f"checkpoint '{source}' is not sealed by this project (a teammate's, CI's, "
+                f"an older version's or a file from elsewhere) and stores data.{name} outside "
+                f"this project, which such a checkpoint may not read; name the data again, "
+                f"e.g. data.{name}=/path/to/it"
             )
+        resolved[name] = str(place)
+    return resolved

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..cli.errors import UserError
 from ..runtime.precision import resolve_precision
+from .integrity import SEALED
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,14 @@ def keep_recorded_settings(
     """
     named = set(given)
     stored = stored_record(checkpoint)
+    if stored is not None and not checkpoint.get(SEALED):
+        log.warning(
+            "%s is not sealed by this project (seal.py): its run settings (length, schedule, "
+            "precision, callbacks) are not taken; this resume runs with today's config and "
+            "the command line",
+            source,
+        )
+        return
     if stored is None:
         log.warning(
             "%s records no run settings (written before platekit 0.3): this resume takes "

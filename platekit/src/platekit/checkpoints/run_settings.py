@@ -20,8 +20,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..cli.errors import UserError
 from .card import DATA_KEY, MODEL_KEY
+from .integrity import SEALED
 from .registry import active
-from .restore import check_data_paths
+from .restore import data_paths
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def keep_run_settings(
     stored_target, stored = card["_target_"], dict(card.get("args", {}))
     named = {key.removeprefix("data."): None for key in given if key.startswith("data.")}
     kept = {key: value for key, value in stored.items() if key not in LOADING_ONLY}
-    check_data_paths(kept, named, source, roots=[cfg.paths.root_dir] if "paths" in cfg else [])
+    stored.update(data_paths(kept, named, source, sealed=bool(checkpoint.get(SEALED))))
     current = OmegaConf.to_container(cfg.data, resolve=True)
     assert isinstance(current, dict)  # cfg.data is a mapping
     if not same_class(current.get("_target_"), stored_target):

@@ -50,7 +50,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     info = checkpoint.info
     prepare_run(cfg)
     # The test split of the run that wrote the checkpoint: rows the model never trained on.
-    datamodule = checkpoint.datamodule(data_overrides(cfg), roots=[cfg.paths.root_dir])
+    datamodule = checkpoint.datamodule(data_overrides(cfg), refuse=False)
     inputs = parity_inputs(datamodule, max(cfg.batch_sizes))
     sizes = sorted({min(int(size), len(inputs)) for size in cfg.batch_sizes})
     if sizes[-1] < max(cfg.batch_sizes):

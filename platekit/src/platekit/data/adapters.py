@@ -15,7 +15,7 @@ from lightning import LightningDataModule
 from torch.utils.data import IterableDataset
 
 from ..cli.errors import UserError
-from .base import BaseDataModule
+from .base import ALL, BaseDataModule
 from .info import DataInfo
 from .padding import shape_text
 
@@ -158,6 +158,9 @@ def warn_if_plain(datamodule: LightningDataModule) -> None:
     )
 
 
+FINGERPRINTS_KEY = "fingerprints"  # split -> fingerprint.py's rows, sha256, set
+
+
 def data_card(datamodule: LightningDataModule, info: DataInfo) -> dict[str, Any]:
     """What a checkpoint stores to rebuild and describe its data: plain containers, tensors."""
     from ..checkpoints.registry import active  # the registry imports the data package
@@ -174,6 +177,11 @@ def data_card(datamodule: LightningDataModule, info: DataInfo) -> dict[str, Any]
     if isinstance(mean, torch.Tensor | float) and isinstance(std, torch.Tensor | float):
         card["mean"] = torch.as_tensor(mean, dtype=torch.float32)
         card["std"] = torch.as_tensor(std, dtype=torch.float32)
+    if isinstance(datamodule, BaseDataModule) and datamodule.parts:  # what it holds, per split
+        splits = list(datamodule.parts)
+        if datamodule.rows is not None and isinstance(datamodule.rows.inputs, torch.Tensor):
+            splits.append(ALL)  # in memory already: tells a reordered table from an edited one
+        card[FINGERPRINTS_KEY] = {split: datamodule.fingerprint(split) for split in splits}
     return card
 
 

@@ -40,6 +40,7 @@ from torch.utils.data import Dataset
 from ..cli.errors import UserError
 from ..runtime.config import to_plain
 from ..settings import Range
+from . import fingerprint
 from .info import DataInfo
 from .loading import ResumableDataLoader, in_memory_loader
 from .padding import check_sequences, describe_rule, pad_rows
@@ -48,6 +49,7 @@ from .sampling import EpochBatchSampler, InOrderBatchSampler, TensorPairs
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
+ALL = "all"  # every row in read order: a fingerprint's name beside the splits'
 NORMALIZE = ("scalar", "channel", "feature", "none")
 TARGET_KINDS = ("class", "value")
 Batch = tuple[Tensor, Tensor]
@@ -112,6 +114,7 @@ class BaseDataModule(LightningDataModule):
         self.std = torch.ones(())
         self._info: DataInfo | None = None
         self._splits: dict[str, TensorPairs] = {}  # normalised tensors (in-memory data)
+        self._fingerprints: dict[str, dict[str, Any]] = {}
         self.train_sampler: EpochBatchSampler | None = None
         self._train_sampler_state: dict[str, int] | None = None  # from a checkpoint
 
@@ -228,6 +231,38 @@ class BaseDataModule(LightningDataModule):
     def targets(self, split: str) -> Tensor:
         assert self.rows is not None, "set the data module up first"
         return self.rows.targets[self.parts[split]]
+
+    def fingerprint(self, split: str) -> dict[str, Any]:
+        """Row count and digests of ``split``'s rows in order (``fingerprint.py``); reads
+        only that split's items (an image folder's files, undecoded)."""
+        if split not in self._fingerprints:
+            assert self.rows is not None, "set the data module up first"
+            index = self.parts[split] if split != ALL else torch.arange(len(self.rows))
+            targets = self.rows.targets[index]
+            if isinstance(self.rows.inputs, Tensor):
+                found = fingerprint.of_tensor(self.rows.inputs[index], targets)
+            else:
+                items = [self.rows.inputs[i] for i in index.tolist()]
+                found = fingerprint.of_items(items, targets, self.item_bytes)
+            self._fingerprints[split] = found
+        return self._fingerprints[split]
+
+    def use_statistics(self, mean: Tensor, std: Tensor) -> None:
+        """Normalise with ``mean`` and ``std`` (a checkpoint's) instead of those of the train
+        split read now: an evaluation sees its rows as the trained model did."""
+        self.mean, self.std = mean, std
+        if self.rows is not None and isinstance(self.rows.inputs, Tensor):
+            self._splits = {
+                name: TensorPairs(self.normalise(self.rows.inputs[index]), self.rows.targets[index])
+                for name, index in self.parts.items()
+            }
+
+    def item_bytes(self, item: Any) -> bytes:
+        """What identifies one of ``Rows.inputs`` that is not a tensor: a file's bytes, or
+        its decoded tensor's. Override for items that are neither."""
+        if isinstance(item, str | Path) and Path(item).is_file():
+            return Path(item).read_bytes()
+        return self.decode(item).detach().cpu().float().contiguous().numpy().tobytes()
 
     def split_tensors(self, split: str) -> TensorPairs:
         """Normalised inputs and targets of ``split`` in memory (for benchmarks and tests)."""

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from torch import Tensor
 
 from ..cli.console import inert
-from ..models.class_counts import square
+from ..models.class_counts import ACC, BALANCED_ACC, square
+from ..models.tasks import BALANCED, TEST
 
-FIX = "train with model.task.class_weights=balanced and model.task.monitor=balanced_acc"
+FIX = f"train with model.task.class_weights={BALANCED} and model.task.monitor={BALANCED_ACC}"
 # Balanced accuracy within this factor of chance counts as "at chance".
 NEAR_CHANCE = 1.1
 # ... while accuracy exceeds it by at least this much: the headline says more than it is.
@@ -52,4 +53,4 @@ def headline_caveat(confusion: Tensor, class_names: Sequence[str]) -> str | None
         )
         more = f" and {len(missed) - 3} more" if len(missed) > 3 else ""
         found.append(f"no test row of {named}{more} was predicted right")
-    return f"test/acc {acc:.4f} misleads: {'; '.join(found)}; {FIX}"
+    return f"{TEST}/{ACC} {acc:.4f} misleads: {'; '.join(found)}; {FIX}"

@@ -132,6 +132,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("ckpt_path", CHECKPOINT),
     ("init_from", CHECKPOINT),
     ("init_strict", flag()),
+    ("new_data", flag()),
     ("optimized_metric", null_or(text("monitor"))),
     ("model_path", text("outputs/export/runs/<time>/model.onnx")),
     ("inputs", either(text("x.npy"), list_of(text("x.npy"), example="[a.png,more/]"))),

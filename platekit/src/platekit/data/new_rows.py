@@ -1,0 +1,109 @@
+"""Evaluate every row of new data on purpose: eval's ``new_data=true``.
+
+The rows are read as predict reads them, with the checkpoint's own encoding (its columns'
+fills, categories and scales, its image size and channels): nothing is split and nothing is
+learnt from them, so the figures equal predict's answers on the same rows. These are not
+the training run's test rows, and eval says so.
+
+A CSV table (``data.path=``, its target column named as in training) or an image folder
+(``data.root=``, one subfolder per class the model knows).
+"""
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from lightning import LightningDataModule
+from torch.utils.data import DataLoader, TensorDataset
+
+from ..cli.errors import UserError
+from .info import DataInfo
+from .inputs import read_inputs, table_array
+from .tables import column_index, read_table
+
+log = logging.getLogger(__name__)
+
+
+class NewRows(LightningDataModule):
+    """Every row of ``settings``' table or image folder as one test split."""
+
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        info: DataInfo,
+        normalization: tuple[torch.Tensor, torch.Tensor],
+        batch_size: int = 512,
+    ) -> None:
+        super().__init__()
+        self.info = info
+        self.class_names = info.class_names
+        inputs, targets, source = labelled_rows(settings, info)
+        mean, std = normalization
+        normalised = (torch.from_numpy(inputs) - mean) / std
+        self.rows = TensorDataset(normalised.float(), targets)
+        self.batch_size = batch_size
+        log.warning(
+            "new_data=true: evaluating all %d rows of %s as new data, encoded as the "
+            "checkpoint's training encoded its own (nothing re-split or re-learnt); these are "
+            "not the training run's test rows",
+            len(targets),
+            source,
+        )
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(self.rows, batch_size=self.batch_size, shuffle=False)
+
+
+def labelled_rows(settings: dict[str, Any], info: DataInfo) -> tuple[np.ndarray, torch.Tensor, str]:
+    """Raw inputs (as predict reads them), targets, and the source's name."""
+    if settings.get("path") and info.feature_names:
+        path = Path(str(settings["path"]))
+        header, rows = read_table(path)
+        inputs = table_array(header, rows, info, path)
+        name = str(settings.get("target", "target"))
+        cells = [row[column_index(path, header, [name])[name]].strip() for row in rows]
+        return inputs, targets_of(cells, info, f"{path} column '{name}'"), str(path)
+    if settings.get("root") and len(info.input_shape) == 3:
+        root = Path(str(settings["root"]))
+        folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        if not folders:
+            raise UserError(f"data.root '{root}' holds no class folders; pass the image folder")
+        arrays, labels = [], []
+        for folder in folders:
+            array, _ = read_inputs([folder], info)
+            arrays.append(array)
+            labels += [folder.name] * len(array)
+        inputs = np.concatenate(arrays)
+        return inputs, targets_of(labels, info, f"{root}'s class folders"), str(root)
+    raise UserError(
+        "new_data=true evaluates a CSV table (data.path=...) or an image folder "
+        "(data.root=...) of rows with their targets; name one"
+    )
+
+
+def targets_of(cells: list[str], info: DataInfo, source: str) -> torch.Tensor:
+    """Class indices by the checkpoint's class names, or float values."""
+    if info.target_kind != "class":
+        try:
+            return torch.tensor([float(cell) for cell in cells], dtype=torch.float32)
+        except ValueError:
+            bad = next(cell for cell in cells if not is_number(cell))
+            raise UserError(f"{source} holds {bad!r}, not a number; give numeric targets") from None
+    index = {name: i for i, name in enumerate(info.class_names)}
+    unknown = sorted({cell for cell in cells if cell not in index})
+    if unknown:
+        raise UserError(
+            f"{source} holds {len(unknown)} class(es) the model does not know "
+            f"({', '.join(map(repr, unknown[:3]))}); it knows {list(info.class_names)[:10]}"
+        )
+    return torch.tensor([index[cell] for cell in cells], dtype=torch.int64)
+
+
+def is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
