@@ -22,11 +22,14 @@ def test_eval_needs_only_the_checkpoint_and_warns_on_an_override(
     plain = evaluate(compose_config(tmp_path / "a", [f"ckpt_path={checkpoint}"], "eval"))
     assert plain["test"]["test/acc"] == pytest.approx(trained["metrics"]["test"]["test/acc"])
     with caplog.at_level(logging.WARNING):
-        other = evaluate(
-            compose_config(tmp_path / "b", [f"ckpt_path={checkpoint}", "+data.seed=1"], "eval")
-        )
-    assert "data.seed=1 overrides the checkpoint's 0" in caplog.text
-    assert other["test"] != plain["test"]  # another split: the override really applied
+        batches = [f"ckpt_path={checkpoint}", "+data.eval_batch_size=100"]
+        other = evaluate(compose_config(tmp_path / "b", batches, "eval"))
+    assert "data.eval_batch_size=100 overrides the checkpoint's 512" in caplog.text
+    assert other["test"]["test/acc"] == plain["test"]["test/acc"]  # the same rows
+    # another seed is another split: its "test" rows are not the checkpoint's, refused
+    reseeded = [f"ckpt_path={checkpoint}", "+data.seed=1"]
+    with pytest.raises(UserError, match=r"the test split is not the one .* content differs"):
+        evaluate(compose_config(tmp_path / "c", reseeded, "eval"))
 
 
 @pytest.mark.slow
@@ -39,8 +42,8 @@ def test_a_table_that_moved_is_one_line_naming_the_stored_path(tmp_path: Path) -
     moved = tmp_path / "moved.csv"
     shutil.move(table, moved)
     checkpoint = metrics["best_checkpoint"]
-    # A stored path outside the project is not followed until the user names it again.
-    with pytest.raises(UserError, match=rf"stores data.path={table}, outside this project"):
+    # The project's own (sealed) checkpoint follows its stored path, and says it is gone.
+    with pytest.raises(UserError, match=rf"cannot be read: data.path '{table}' is not a file"):
         evaluate(compose_config(tmp_path / "e0", [f"ckpt_path={checkpoint}"], "eval"))
     named = [f"ckpt_path={checkpoint}", f"+data.path={table}"]
     with pytest.raises(

@@ -147,6 +147,9 @@ class Checkpoint:
                 f"checkpoint '{self.path}' cannot rebuild its data module {card['_target_']} "
                 f"({first_line(error)}); pass data.<setting>=... to fix the stored settings"
             ) from error
+        mean, std = self.normalization
+        if hasattr(datamodule, "use_statistics") and "mean" in card:  # the trained model's scale
+            datamodule.use_statistics(mean, std)
         try:
             datamodule.prepare_data()
             datamodule.setup("test")
@@ -157,9 +160,6 @@ class Checkpoint:
                 "if it moved, pass its new place, e.g. data.path=... or data.root=..."
             ) from error
         check_same_data(self.info, datamodule, self.path)
-        mean, std = self.normalization
-        if hasattr(datamodule, "use_statistics") and "mean" in card:  # the trained model's scale
-            datamodule.use_statistics(mean, std)
         try:
             check_rows(card, datamodule, check, self.path)
         except UserError as error:

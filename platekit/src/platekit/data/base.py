@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import torch
 from lightning import LightningDataModule
 from lightning.fabric.utilities.data import AttributeDict
@@ -114,7 +115,9 @@ class BaseDataModule(LightningDataModule):
         self.std = torch.ones(())
         self._info: DataInfo | None = None
         self._splits: dict[str, TensorPairs] = {}  # normalised tensors (in-memory data)
-        self._fingerprints: dict[str, dict[str, Any]] = {}
+        self._row_hashes: np.ndarray | None = None  # a hash per row of tensor inputs
+        self._item_fingerprints: dict[str, dict[str, Any]] = {}
+        self._given_statistics: tuple[Tensor, Tensor] | None = None
         self.train_sampler: EpochBatchSampler | None = None
         self._train_sampler_state: dict[str, int] | None = None  # from a checkpoint
 
@@ -187,8 +190,12 @@ class BaseDataModule(LightningDataModule):
             rows = self._padded(rows)
         check_rows(type(self).__name__, rows, parts)
         self.rows, self.parts = rows, parts
-        train = self.raw_inputs("train")
-        self.mean, self.std = statistics(train, self.hparams.normalize)
+        if self._given_statistics is None:
+            train = self.raw_inputs("train")
+            self.mean, self.std = statistics(train, self.hparams.normalize)
+        else:  # a checkpoint's: no need to decode the train split (an evaluation)
+            train = self.raw_inputs("train", limit=64)
+            self.mean, self.std = self._given_statistics
         if isinstance(rows.inputs, Tensor):
             self._splits = {
                 name: TensorPairs(self.normalise(rows.inputs[index]), rows.targets[index])
@@ -233,23 +240,27 @@ class BaseDataModule(LightningDataModule):
         return self.rows.targets[self.parts[split]]
 
     def fingerprint(self, split: str) -> dict[str, Any]:
-        """Row count and digests of ``split``'s rows in order (``fingerprint.py``); reads
-        only that split's items (an image folder's files, undecoded)."""
-        if split not in self._fingerprints:
-            assert self.rows is not None, "set the data module up first"
-            index = self.parts[split] if split != ALL else torch.arange(len(self.rows))
-            targets = self.rows.targets[index]
-            if isinstance(self.rows.inputs, Tensor):
-                found = fingerprint.of_tensor(self.rows.inputs[index], targets)
-            else:
-                items = [self.rows.inputs[i] for i in index.tolist()]
-                found = fingerprint.of_items(items, targets, self.item_bytes)
-            self._fingerprints[split] = found
-        return self._fingerprints[split]
+        """Row count and digests of ``split``'s rows in order (``fingerprint.py``), or of
+        every row (``all``); reads only that split's items (an image folder's files)."""
+        assert self.rows is not None, "set the data module up first"
+        index = self.parts[split] if split != ALL else torch.arange(len(self.rows))
+        if isinstance(self.rows.inputs, Tensor):  # every row hashed once, in memory
+            if self._row_hashes is None:
+                self._row_hashes = fingerprint.tensor_row_hashes(
+                    self.rows.inputs, self.rows.targets
+                )
+            return fingerprint.of_hashes(self._row_hashes[index.numpy()])
+        if split not in self._item_fingerprints:
+            items = [self.rows.inputs[i] for i in index.tolist()]
+            hashes = fingerprint.item_row_hashes(items, self.rows.targets[index], self.item_bytes)
+            self._item_fingerprints[split] = fingerprint.of_hashes(hashes)
+        return self._item_fingerprints[split]
 
     def use_statistics(self, mean: Tensor, std: Tensor) -> None:
         """Normalise with ``mean`` and ``std`` (a checkpoint's) instead of those of the train
-        split read now: an evaluation sees its rows as the trained model did."""
+        split read now: an evaluation sees its rows as the trained model did. Before setup,
+        setup then decodes no more of the train split than the input's shape needs."""
+        self._given_statistics = (mean, std)
         self.mean, self.std = mean, std
         if self.rows is not None and isinstance(self.rows.inputs, Tensor):
             self._splits = {
