@@ -205,3 +205,21 @@ def test_requirement_files_parse_unrendered() -> None:
                 continue
             Requirement(text)  # raises InvalidRequirement, naming the line's text
             assert "{%" not in text and "{{" not in text, f"{path.name}:{number}: {line}"
+
+
+def test_a_setting_typed_after_make_is_passed_on_as_printed(full_project: Path) -> None:
+    """Messages name settings as ``data.path=...``: typed after ``make <target>`` they reach
+    the command (make would otherwise take them as its own variables and drop them)."""
+    built = "-o.venv/.installed"  # make -n as if the venv were built
+    result = run(
+        "make", "-n", built, "eval", "CKPT=x.ckpt", "data.path=/d/my table.csv", "+data.seed=3",
+        "new_data=true", 'ARGS=trainer.precision=32-true', cwd=full_project,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stdout.splitlines() if ".eval " in line]
+    assert line.endswith(
+        "ckpt_path=x.ckpt trainer.precision=32-true '+data.seed=3' 'data.path=/d/my table.csv' "
+        "'new_data=true'"
+    )
+    again = run("make", "-n", built, "train", "PYTHON=python3", cwd=full_project)
+    assert again.stdout.rstrip().endswith(".train")  # make's own variables are not passed

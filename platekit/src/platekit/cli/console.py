@@ -5,7 +5,6 @@ user-facing output. What only the record needs (the full config) goes to the log
 """
 
 import logging
-import unicodedata
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,6 @@ from rich.tree import Tree
 log = logging.getLogger(__name__)
 
 WIDTH = 100
-
-
-def inert(text: object) -> str:
-    """``text`` (a name that came from a file) safe to print: control characters (C0, C1,
-    bidi overrides) escaped as ``\\x1b`` / ``\\u202e``; printable Unicode kept."""
-    return "".join(
-        char if unicodedata.category(char)[0] != "C" else ascii(char)[1:-1] for char in str(text)
-    )
 
 
 def as_text(renderable: RenderableType, width: int = WIDTH) -> str:

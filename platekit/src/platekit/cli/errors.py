@@ -1,4 +1,6 @@
-"""The one exception type for problems a user can cause and fix."""
+"""The one exception type for problems a user can cause and fix, and how file text is shown."""
+
+import unicodedata
 
 
 class UserError(Exception):
@@ -13,3 +15,11 @@ def first_line(error: BaseException, limit: int = 160) -> str:
     lines = str(error).strip().splitlines()
     text = lines[0] if lines else type(error).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def inert(text: object) -> str:
+    """``text`` (a name that came from a file) safe to print: control characters (C0, C1,
+    bidi overrides) escaped as ``\\x1b`` / ``\\u202e``; printable Unicode kept."""
+    return "".join(
+        char if unicodedata.category(char)[0] != "C" else ascii(char)[1:-1] for char in str(text)
+    )

@@ -22,9 +22,10 @@ from ..cli.errors import UserError
 from ..runtime.files import write_atomic
 from . import encoding
 from .base import BaseDataModule, Rows
+from .cells import BOOL, GROUPED, PLAIN, infer_format, parse
 from .examples import read_sklearn_table
 from .info import DataInfo
-from .tables import MISSING, as_number, column_index, pick_columns, read_table
+from .tables import MISSING, column_index, pick_columns, read_table
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,9 @@ class CsvDataModule(BaseDataModule):
         cells = {name: [row[index[name]] for row in rows] for name in columns}
         # The encoding is learnt from the train split only: the same seeded split setup makes.
         train = self._seeded_split(len(rows))["train"].tolist()
-        self._encoding = encoding.infer_columns(path, cells, train)
+        self._encoding = encoding.infer_columns(
+            path, cells, train, keep_constant=bool(options.features)
+        )
         features = encoding.encode(self._encoding, cells, path)
         targets, names, why = target_column(
             path, options.target, [row[index[options.target]] for row in rows], options.target_kind
@@ -168,7 +171,15 @@ def target_column(
             raise UserError(
                 f"{path} target column '{name}' row {row + 1} is empty; fill or drop that row"
             )
-    numbers = [as_number(cell) for cell in cells]
+    fmt, problem = infer_format(cells)
+    if problem is not None:
+        raise UserError(f"{path} target column '{name}' {problem}")
+    if fmt == BOOL and kind in ("auto", "class") and len(set(cells)) > 2:  # yes/No/TRUE/0
+        flags = [int(parse(cell, BOOL) or 0) for cell in cells]
+        names = [spelling(cells, flags, side) for side in (0, 1)]
+        why = f"it holds yes/no values in {len(set(cells))} spellings, read as two classes"
+        return torch.tensor(flags, dtype=torch.int64), names, why
+    numbers = [parse(cell, fmt) if fmt in (PLAIN, GROUPED) else None for cell in cells]
     present = [number for number in numbers if number is not None]
     numeric = len(present) == len(numbers)
     why = f"as data.target_kind={kind}"
@@ -191,6 +202,15 @@ def target_column(
         keys = cells
     position = {label: i for i, label in enumerate(names)}
     return torch.tensor([position[key] for key in keys], dtype=torch.int64), names, why
+
+
+def spelling(cells: list[str], flags: list[int], side: int) -> str:
+    """The commonest spelling of one side (0: no, 1: yes) of a yes/no column, as its class name."""
+    counts: dict[str, int] = {}
+    for cell, flag in zip(cells, flags, strict=True):
+        if flag == side:
+            counts[cell] = counts.get(cell, 0) + 1
+    return max(sorted(counts), key=lambda name: counts[name]) if counts else ("no", "yes")[side]
 
 
 def target_kind(

@@ -5,14 +5,17 @@ checkpoint's data card and the exported model's ``data_info`` metadata), so trai
 predict, serve and anyone holding ``model.onnx`` turn a raw row into the model's input the
 same way:
 
-- a number column: the value; a gap (an empty cell, ``NA``, ``null``, ...) takes the train
-  split's mean, and if the train split had gaps in that column a ``<name>_missing`` feature
+- a number column: the value, read in the column's format (``cells.py``: plain, thousands
+  grouped by ``,``, an ISO date as days since 1970-01-01, yes/no as 1/0, decided from every
+  cell of the column); a gap (an empty cell, ``NA``, ``null``, ...) takes the train split's
+  mean, and if the train split had gaps in that column a ``<name>_missing`` feature
   is 1 there (0 elsewhere), so the model can tell a filled value from a real one;
 - a category column (any cell in it is not a number): one feature per value seen in the
   train split (``<name>=<value>``), 1 for the row's value; a gap or a value the train split
   never held is all zeros.
 
 ``{"name": "age", "kind": "number", "fill": 41.2, "flag": true}``
+``{"name": "price", "kind": "number", "fill": 2510.0, "flag": false, "format": "grouped"}``
 ``{"name": "city", "kind": "category", "values": ["Lyon", "Paris"]}``
 
 Plain numpy and the standard library: predict reads tables without torch.
@@ -26,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..cli.errors import UserError
-from .tables import MISSING, as_number, column_index
+from ..cli.errors import UserError, inert
+from .cells import FORMATS, GROUPED, PLAIN, UNIT, infer_format, is_gap, parse
+from .tables import column_index
 
 if TYPE_CHECKING:
     from .info import DataInfo
@@ -40,47 +44,66 @@ MIN_ID_VALUES = 20  # ... and so is a column of more, most rows holding a text o
 Column = dict[str, Any]
 
 
-def is_gap(cell: str) -> bool:
-    return cell.strip().lower() in MISSING
-
-
 def infer_columns(
-    source: Path | str, cells: Mapping[str, list[str]], train: Sequence[int]
+    source: Path | str,
+    cells: Mapping[str, list[str]],
+    train: Sequence[int],
+    keep_constant: bool = False,
 ) -> list[Column]:
-    """Each column's encoding, from the cells of the train split's rows (``train``)."""
-    columns = []
+    """Each column's encoding, from the evidence of its cells (``cells.py``) and the train
+    split's rows (``train``): fills and categories are learnt from those only.
+
+    A constant column (one value, no gap) is dropped with a line, unless ``keep_constant``
+    (the user listed the columns). Every problem of the table is collected and reported in
+    one error, one line per column.
+    """
+    columns: list[Column] = []
+    problems: list[str] = []
+    dropped: list[str] = []
     for name, values in cells.items():
+        fmt, problem = infer_format(values)
+        if problem is not None:
+            problems.append(f"column '{name}' {problem}")
+            continue
         seen = [values[row].strip() for row in train]
         present = [cell for cell in seen if not is_gap(cell)]
-        numbers = [as_number(cell) for cell in present]
-        if all(number is not None for number in numbers) and cells_are_numbers(values):
+        whole = {cell.strip() for cell in values}
+        if len(whole) == 1 and not is_gap(next(iter(whole))) and not keep_constant:
+            dropped.append(name)
+            continue
+        if fmt is not None:
+            numbers = [parse(cell, fmt) for cell in present]
             finite = [n for n in numbers if n is not None and math.isfinite(n)]
             if not finite:
-                raise UserError(
-                    f"{source} column '{name}' has no value in the train split's rows; fill "
-                    "it, or leave it out with data.features=[...]"
+                problems.append(
+                    f"column '{name}' has no value in the train split's rows; fill it, or "
+                    "leave it out with data.features=[...]"
                 )
+                continue
             fill = float(np.mean(np.asarray(finite, dtype=np.float64)))
-            columns.append(
-                {"name": name, "kind": NUMBER, "fill": fill, "flag": len(present) < len(seen)}
-            )
+            column = {"name": name, "kind": NUMBER, "fill": fill, "flag": len(present) < len(seen)}
+            columns.append(column if fmt == PLAIN else {**column, "format": fmt})
             continue
         categories = sorted(set(present))
         many = len(categories) > MIN_ID_VALUES and len(categories) > 0.5 * len(seen)
         if len(categories) > MAX_CATEGORIES or many:
-            raise UserError(
-                f"{source} column '{name}' holds {len(categories)} distinct texts among "
-                f"{len(seen)} train rows (e.g. '{categories[0]}'): an id or free text, not "
-                "a category; leave it out with data.features=[...]"
+            problems.append(
+                f"column '{name}' holds {len(categories)} distinct texts among {len(seen)} "
+                f"train rows (e.g. '{inert(categories[0])}'): an id or free text, not a "
+                "category; leave it out with data.features=[...]"
             )
+            continue
         columns.append({"name": name, "kind": CATEGORY, "values": categories})
+    if dropped:
+        log.info(
+            "table %s: constant column(s) dropped (one value in every row, nothing to learn): %s",
+            Path(str(source)).name,
+            ", ".join(dropped),
+        )
+    if problems:
+        listed = "\n".join(f"  {inert(line)}" for line in problems)
+        raise UserError(f"{source} has {len(problems)} problem(s):\n{listed}")
     return columns
-
-
-def cells_are_numbers(values: list[str]) -> bool:
-    """Whether every cell of the whole column (all splits) is a number or a gap: a text in
-    the validation or test rows makes the column a category column."""
-    return all(is_gap(cell) or as_number(cell.strip()) is not None for cell in values)
 
 
 def encoded_names(columns: Sequence[Column]) -> tuple[str, ...]:
@@ -105,7 +128,8 @@ def encode(
     for column in columns:
         name, values = column["name"], cells[column["name"]]
         if column["kind"] == NUMBER:
-            value, gap = number_feature(source, name, values, column["fill"])
+            fmt = column.get("format", PLAIN)
+            value, gap = number_feature(source, name, values, column["fill"], fmt)
             parts.append(value)
             if column["flag"]:
                 parts.append(gap.astype(np.float32))
@@ -141,7 +165,7 @@ def warn_unseen(source: Path | str, name: str, unseen: dict[str, int]) -> None:
 
 
 def number_feature(
-    source: Path | str, name: str, values: list[str], fill: float
+    source: Path | str, name: str, values: list[str], fill: float, fmt: str = PLAIN
 ) -> tuple[np.ndarray, np.ndarray]:
     """A number column as float32 with its gaps filled, and where the gaps were."""
     out = np.empty(len(values), dtype=np.float32)
@@ -151,11 +175,12 @@ def number_feature(
         if is_gap(cell):
             out[row], gaps[row] = fill, True
             continue
-        number = as_number(cell)
+        number = parse(cell, fmt)
         if number is None:
             raise UserError(
-                f"{source} column '{name}' row {row + 1} holds '{cell}', not a number; the "
-                "model was trained on numbers there (leave the cell empty for a gap)"
+                f"{source} column '{name}' row {row + 1} holds '{inert(cell)}', not a number"
+                f"{'' if fmt == PLAIN else f' ({fmt})'}; the model was trained on numbers "
+                "there (leave the cell empty for a gap)"
             )
         out[row] = number
         if not math.isfinite(float(out[row])):
@@ -164,23 +189,28 @@ def number_feature(
 
 
 def describe(columns: Sequence[Column]) -> list[str]:
-    """What was inferred, one line per kind of column."""
+    """What was inferred, one line per kind of column: each column named once."""
     numbers = [c for c in columns if c["kind"] == NUMBER]
     flagged = [c["name"] for c in numbers if c["flag"]]
     categories = [c for c in columns if c["kind"] == CATEGORY]
     lines = []
+    by_format: dict[str, list[str]] = {}
+    for column in numbers:
+        by_format.setdefault(column.get("format", PLAIN), []).append(column["name"])
+    for fmt, names in by_format.items():
+        kind = {PLAIN: "number", GROUPED: "number (thousands grouped by ',')"}.get(fmt, fmt)
+        unit = f" ({UNIT[fmt]})" if fmt in UNIT else ""
+        lines.append(f"{len(names)} {kind} column(s){unit}: {', '.join(names)}")
     if numbers:
-        line = f"{len(numbers)} number column(s): {', '.join(c['name'] for c in numbers)}"
-        if flagged:
-            line += f"; gaps in {', '.join(flagged)} flagged (<name>_missing)"
-        lines.append(line + "; a gap takes the train mean")
+        gaps = f"; gaps in {', '.join(flagged)} flagged (<name>_missing)" if flagged else ""
+        lines[0] += f"{gaps}; a gap takes the train mean"
     if categories:
         listed = ", ".join(f"{c['name']} ({len(c['values'])} values)" for c in categories)
         lines.append(
             f"{len(categories)} category column(s), one feature per train value: {listed}; "
             "a gap or an unseen value is all zeros"
         )
-    return lines
+    return [inert(line) for line in lines]
 
 
 def check_columns(columns: Any, width: int, source: str) -> None:
@@ -196,6 +226,8 @@ def check_columns(columns: Any, width: int, source: str) -> None:
                 raise ValueError(f"{source}: column {column['name']} has no finite fill value")
             if not isinstance(flag, bool):
                 raise ValueError(f"{source}: column {column['name']} has no flag true/false")
+            if column.get("format", PLAIN) not in FORMATS:
+                raise ValueError(f"{source}: column {column['name']} has an unknown format")
         elif column.get("kind") == CATEGORY:
             values = column.get("values")
             if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):

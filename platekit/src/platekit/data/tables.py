@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from ..cli.errors import UserError
-
-MISSING = {"", "na", "nan", "n/a", "null", "none", "?"}
+from .cells import GAPS as MISSING
+from .cells import plain_number
 
 
 def read_table(path: Path, what: str = "data.path") -> tuple[list[str], list[list[str]]]:
@@ -125,7 +125,4 @@ def numeric_column(path: Path | str, name: str, values: list[str]) -> np.ndarray
 
 
 def as_number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    return plain_number(text)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from torch import Tensor
 
-from ..cli.console import inert
+from ..cli.errors import inert
 from ..models.class_counts import ACC, BALANCED_ACC, square
 from ..models.tasks import BALANCED, TEST
 
