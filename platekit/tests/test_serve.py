@@ -155,10 +155,12 @@ def predicted(cwd: Path, model: Path, inputs: Any, *extra: str) -> list[dict[str
 
 
 def same_answers(served: list[dict[str, Any]], files: list[dict[str, Any]]) -> None:
+    """The same answers; predict's per-row range flag is serve's bounded ``checks`` field."""
     assert len(served) == len(files)
+    skip = {"input", "outside_training_range"}
     for mine, theirs in zip(served, files, strict=True):
-        assert {key: mine[key] for key in theirs if key != "input"} == pytest.approx(
-            {key: value for key, value in theirs.items() if key != "input"}, abs=1e-6
+        assert {key: mine[key] for key in theirs if key not in skip} == pytest.approx(
+            {key: value for key, value in theirs.items() if key not in skip}, abs=1e-6
         )
 
 
@@ -351,6 +353,13 @@ def test_a_table_model_takes_csv_rows(tmp_path: Path) -> None:
         status, answer = server.request("POST", "/predict", raw, "text/csv")
         assert status == 200
         assert len(answer["predictions"]) == 2
+        assert answer["checks"]["unseen_categories"] == {"count": 1, "rows": [1]}  # purple
+        # 30 rows, column a a thousand times its scale: flagged, bounded to 10 row indices
+        scaled = "a,b,c,d\n" + "".join(f"{1000 * (i + 5)},0.1,0.2,red\n" for i in range(30))
+        status, far = server.request("POST", "/predict", scaled.encode(), "text/csv")
+        assert status == 200
+        assert far["checks"]["outside_training_range"] == {"count": 30, "rows": list(range(10))}
+        assert far["checks"]["unseen_categories"] == {"count": 0, "rows": []}
         records = [{"a": None, "b": None, "c": 0.5}, {"a": 2, "b": -1, "c": 1.0, "d": "purple"}]
         status, same = server.request(
             "POST", "/predict", json.dumps(records).encode(), "application/json"

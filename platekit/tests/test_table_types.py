@@ -121,6 +121,13 @@ def test_every_problem_of_a_table_comes_in_one_run(tmp_path: Path) -> None:
     assert "column 'amount' mixes thousands" in message
 
 
+def exec_inputs(records: list[dict[str, Any]]) -> Any:
+    """The model inputs the README's lines make of ``records`` (run in the export folder)."""
+    scope: dict[str, Any] = {"rows": records}
+    exec(compile(readme_lines(), "README.md", "exec"), scope)
+    return scope["inputs"]
+
+
 def readme_lines() -> str:
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
@@ -171,7 +178,10 @@ def test_the_same_rows_read_alike_by_train_predict_serve_and_the_readme_lines(
     for row in respelled:
         price, day, member, city, const = next(csv.reader([row]))[:5]
         records.append({"price": price, "day": day, "member": member, "city": city, "const": const})
-    scope: dict[str, Any] = {"rows": records}
+    far = [{**record, "price": "2,500,000"} for record in records]  # ~1000x the train range
     monkeypatch.chdir(tmp_path / "export")
-    exec(compile(readme_lines(), "README.md", "exec"), scope)
-    np.testing.assert_array_equal(scope["inputs"], served)
+    for given_rows, out in ((records, False), (far, True)):
+        scope: dict[str, Any] = {"rows": given_rows}
+        exec(compile(readme_lines(), "README.md", "exec"), scope)
+        assert scope["flagged"].tolist() == [out] * 6  # the range check, from the metadata
+    np.testing.assert_array_equal(exec_inputs(records), served)

@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, ListConfig
 
-from ..cli.errors import UserError
+from ..cli.errors import UserError, inert
 from ..data.images import MAX_PIXELS
 from ..data.info import DataInfo
 from ..data.inputs import read_inputs
+from ..data.ranges import MARGIN, outside, summary
 from ..models.onnx_runner import OnnxRunner, Runner
 from ..runtime.config import save_config
 from ..runtime.files import json_text, write_atomic
@@ -50,6 +51,10 @@ def predict(cfg: DictConfig) -> list[dict[str, Any]]:
     save_config(cfg)  # no seeding: a prediction draws no random numbers
     outputs = in_batches(runner, inputs, cfg.batch_size)
     rows = prediction_rows(names, outputs, runner.info)
+    flags = range_flags(inputs, runner.info)
+    if flags is not None:
+        for row, flag in zip(rows, flags, strict=True):
+            row[OUTSIDE] = flag
     write_predictions(output, rows)
     log.info("%d predictions: %s", len(rows), output)
     return rows
@@ -82,6 +87,35 @@ def in_batches(runner: Runner, inputs: np.ndarray, size: int) -> np.ndarray:
     """The last output (probabilities or values) of every row, ``size`` rows at a time."""
     chunks = np.array_split(inputs, -(-len(inputs) // size))  # ceil(N / size) chunks
     return np.concatenate([runner(chunk)[-1] for chunk in chunks])
+
+
+OUTSIDE = "outside_training_range"  # a column of predict's rows, a check of serve's answers
+
+
+def range_flags(inputs: np.ndarray, info: DataInfo) -> list[str] | None:
+    """Per input row, what lies outside the training range ('' if nothing), said in one line;
+    None, with a line saying so, for a model that records no range."""
+    if not info.input_range:
+        log.info(
+            "inputs are not checked against a training range: the model records none "
+            "(trained before platekit 0.3, or sequences)"
+        )
+        return None
+    flags = outside(inputs, info.input_range, info.feature_names)
+    flagged = summary(flags)
+    if flagged["count"]:
+        first = next(flag for flag in flags if flag)
+        log.warning(
+            "%d of %d rows hold inputs outside the training range by more than %d%% of it "
+            "(rows %s%s; e.g. %s): their answers are extrapolations; check the inputs' scale",
+            flagged["count"],
+            len(flags),
+            round(MARGIN * 100),
+            ", ".join(map(str, flagged["rows"])),
+            ", ..." if flagged["count"] > len(flagged["rows"]) else "",
+            inert(first),
+        )
+    return flags
 
 
 def prediction_rows(names: list[str], outputs: np.ndarray, info: DataInfo) -> list[dict[str, Any]]:

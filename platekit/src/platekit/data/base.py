@@ -45,6 +45,7 @@ from . import fingerprint
 from .info import DataInfo
 from .loading import ResumableDataLoader, in_memory_loader
 from .padding import check_sequences, describe_rule, pad_rows
+from .ranges import training_range
 from .sampling import EpochBatchSampler, InOrderBatchSampler, TensorPairs
 
 log = logging.getLogger(__name__)
@@ -209,6 +210,9 @@ class BaseDataModule(LightningDataModule):
             feature_names=self.feature_names(),
             background=border_mean(train),
             split_sizes={name: len(index) for name, index in parts.items()},
+            input_range={}
+            if self._given_statistics is not None
+            else training_range(train.numpy(), varying=bool(self.varying_axes())),
             **self._varying_info(),
         )
         self._info = DataInfo(**{**info.__dict__, "input_description": self.describe_input(info)})

@@ -23,7 +23,9 @@ Plain numpy and the standard library: predict reads tables without torch.
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,16 +139,36 @@ def encode(
             position = {category: i for i, category in enumerate(column["values"])}
             onehot = np.zeros((count, len(position)), dtype=np.float32)
             unseen: dict[str, int] = {}
+            rows: list[int] = []
             for row, cell in enumerate(values):
                 index = position.get(cell.strip())  # a gap or an unseen value: all zeros
                 if index is not None:
                     onehot[row, index] = 1.0
                 elif not is_gap(cell):
                     unseen[cell.strip()] = unseen.get(cell.strip(), 0) + 1
+                    rows.append(row)
             if unseen:
                 warn_unseen(source, name, unseen)
+                collector = _UNSEEN.get()
+                if collector is not None:
+                    collector.update(rows)
             parts.append(onehot)
     return np.column_stack(parts).astype(np.float32) if parts else np.zeros((count, 0))
+
+
+_UNSEEN: ContextVar[set[int] | None] = ContextVar("unseen_rows", default=None)
+
+
+@contextmanager
+def unseen_rows() -> Iterator[set[int]]:
+    """Collect the rows holding a category value the train split never held, while encoding
+    in this context (serve reports them in its answer)."""
+    rows: set[int] = set()
+    token = _UNSEEN.set(rows)
+    try:
+        yield rows
+    finally:
+        _UNSEEN.reset(token)
 
 
 def warn_unseen(source: Path | str, name: str, unseen: dict[str, int]) -> None:

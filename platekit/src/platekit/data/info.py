@@ -29,6 +29,8 @@ class DataInfo:
     varying_axes: dict[int, int | None] = field(default_factory=dict)
     padding_value: float | None = None
     vocab_size: int | None = None  # token inputs: integer ids in [0, vocab_size)
+    # The raw train split's range per feature or channel (data/ranges.py); {}: not recorded.
+    input_range: dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_classes(self) -> int | None:
@@ -99,6 +101,9 @@ class DataInfo:
             check_columns(self.table_columns, prod(shape), source)
         check_varying(self, source)
         check_vocab(self, source)
+        from .ranges import check_range
+
+        check_range(self.input_range, self.input_shape, source)
         if self.background is not None and not (
             isinstance(self.background, int | float) and isfinite(self.background)
         ):

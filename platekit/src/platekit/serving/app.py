@@ -18,11 +18,15 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from ..cli.errors import UserError
-from ..commands.predict import in_batches, prediction_rows
+from ..commands.predict import OUTSIDE, in_batches, prediction_rows
+from ..data.encoding import unseen_rows
+from ..data.ranges import SHOWN_ROWS, outside, summary
 from ..models.onnx_runner import OnnxRunner
 from .bodies import ACCEPTED, Limits, decode, read_limited
 
 log = logging.getLogger(__name__)
+
+UNSEEN = "unseen_categories"  # rows holding a category value training never saw
 
 
 def build_app(model: OnnxRunner, path: Path, limits: Limits, batch_size: int) -> FastAPI:
@@ -32,9 +36,19 @@ def build_app(model: OnnxRunner, path: Path, limits: Limits, batch_size: int) ->
     card = metadata(model, path, limits)
 
     def answer(body: bytes, content_type: str | None, invert: bool) -> dict[str, Any]:
-        inputs, names = decode(body, content_type, model.info, limits, invert=invert)
+        with unseen_rows() as unseen:
+            inputs, names = decode(body, content_type, model.info, limits, invert=invert)
         outputs = in_batches(model, inputs, batch_size)
-        return {"predictions": answer_rows(names, outputs, model)}
+        answer: dict[str, Any] = {"predictions": answer_rows(names, outputs, model)}
+        checks: dict[str, Any] = {}  # bounded: a count and the first rows of each
+        if model.info.input_range:
+            flags = outside(inputs, model.info.input_range, model.info.feature_names)
+            checks[OUTSIDE] = summary(flags)
+        if model.info.table_columns:
+            checks[UNSEEN] = {"count": len(unseen), "rows": sorted(unseen)[:SHOWN_ROWS]}
+        if checks:
+            answer["checks"] = checks
+        return answer
 
     @app.post("/predict", response_model=None)
     async def predict(request: Request, invert: bool = False) -> dict[str, Any] | JSONResponse:
