@@ -25,7 +25,8 @@ from .base import BaseDataModule, Rows
 from .cells import BOOL, GROUPED, PLAIN, infer_format, parse
 from .examples import read_sklearn_table
 from .info import DataInfo
-from .tables import MISSING, column_index, pick_columns, read_table
+from .memory import GENERAL_READER, NUMBER_READER, check_memory, out_of_memory
+from .tables import MISSING, column_index, pick_columns, read_header, read_numbers, read_table
 
 log = logging.getLogger(__name__)
 
@@ -88,20 +89,40 @@ class CsvDataModule(BaseDataModule):
         else:
             path = write_example(options.example, options.data_dir)
         self.hparams.path = str(path.resolve())  # the checkpoint records where the table was
-        header, rows = read_table(path)
+        if options.features is not None and not list(options.features):
+            raise UserError(
+                "data.features=[] names no column; list the feature columns, or leave it "
+                "unset (null: every column but the target)"
+            )
+        header = read_header(path)
         columns = pick_columns(path, header, options.target, options.features)
         self._columns = tuple(columns)
-        index = column_index(path, header, [*columns, options.target])
-        cells = {name: [row[index[name]] for row in rows] for name in columns}
-        # The encoding is learnt from the train split only: the same seeded split setup makes.
-        train = self._seeded_split(len(rows))["train"].tolist()
-        self._encoding = encoding.infer_columns(
-            path, cells, train, keep_constant=bool(options.features)
-        )
-        features = encoding.encode(self._encoding, cells, path)
-        targets, names, why = target_column(
-            path, options.target, [row[index[options.target]] for row in rows], options.target_kind
-        )
+        keep = bool(options.features)
+        check_memory(path, NUMBER_READER)
+        try:
+            fast = read_numbers(path, header, columns, options.target)
+        except MemoryError:
+            raise out_of_memory(path) from None
+        if fast is not None:  # every feature cell a plain number: numpy's reader
+            numbers, labels = fast
+            # The encoding is learnt from the train split only: the seeded split setup makes.
+            train = self._seeded_split(len(labels))["train"].tolist()
+            self._encoding = encoding.number_columns(path, columns, numbers, train, keep)
+            kept = [columns.index(column["name"]) for column in self._encoding]
+            features = numbers[:, kept].astype(np.float32)
+        else:
+            check_memory(path, GENERAL_READER)
+            try:
+                header, rows = read_table(path)
+            except MemoryError:
+                raise out_of_memory(path) from None
+            index = column_index(path, header, [*columns, options.target])
+            cells = {name: [row[index[name]] for row in rows] for name in columns}
+            train = self._seeded_split(len(rows))["train"].tolist()
+            self._encoding = encoding.infer_columns(path, cells, train, keep_constant=keep)
+            features = encoding.encode(self._encoding, cells, path)
+            labels = [row[index[options.target]] for row in rows]
+        targets, names, why = target_column(path, options.target, labels, options.target_kind)
         kind = f"{len(names)} classes" if names else "a real value (regression)"
         target = f"target {options.target}: {kind}, {why}"
         for line in [*encoding.describe(self._encoding), target]:

@@ -108,6 +108,33 @@ def infer_columns(
     return columns
 
 
+def number_columns(
+    source: Path | str,
+    names: Sequence[str],
+    numbers: np.ndarray,
+    train: Sequence[int],
+    keep_constant: bool = False,
+) -> list[Column]:
+    """:func:`infer_columns` for columns of plain finite numbers only (``numbers`` (N, C)):
+    the fill is the train rows' mean; a constant column is dropped with a line."""
+    columns, dropped = [], []
+    rows = np.asarray(train, dtype=np.int64)
+    for position, name in enumerate(names):
+        values = numbers[:, position]
+        if not keep_constant and values.min() == values.max():
+            dropped.append(name)
+            continue
+        fill = float(values[rows].mean()) if len(rows) else float(values.mean())
+        columns.append({"name": name, "kind": NUMBER, "fill": fill, "flag": False})
+    if dropped:
+        log.info(
+            "table %s: constant column(s) dropped (one value in every row, nothing to learn): %s",
+            Path(str(source)).name,
+            ", ".join(dropped),
+        )
+    return columns
+
+
 def encoded_names(columns: Sequence[Column]) -> tuple[str, ...]:
     """The name of each feature the model takes, in order."""
     names: list[str] = []

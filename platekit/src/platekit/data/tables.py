@@ -38,6 +38,47 @@ def read_table(path: Path, what: str = "data.path") -> tuple[list[str], list[lis
         raise UserError(f"{what} '{path}' is not a readable CSV file ({error})") from error
 
 
+def read_numbers(
+    path: Path, header: list[str], features: Sequence[str], target: str
+) -> tuple[np.ndarray, list[str]] | None:
+    """The feature columns as float64 and the target column's texts, by numpy's C reader,
+    when every feature cell is a plain finite number (no gap, text or quote): the common
+    large table, read ~15x faster and in ~1x its size instead of ~11x. None otherwise (the
+    general reader then reads it, and names what it finds)."""
+    if path.suffix.lower() != ".csv":
+        return None
+    index = column_index(path, header, [*features, target])
+    try:
+        numbers = np.loadtxt(
+            path, delimiter=",", skiprows=1, encoding="utf-8-sig", ndmin=2,
+            usecols=[index[name] for name in features], dtype=np.float64,
+        )  # fmt: skip
+        labels = np.loadtxt(
+            path, delimiter=",", skiprows=1, encoding="utf-8-sig", ndmin=2,
+            usecols=[index[target]], dtype=str,
+        )[:, 0]  # fmt: skip
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return None
+    if not np.isfinite(numbers).all() or len(numbers) < 1:  # nan is a gap: the general path
+        return None
+    return numbers, labels.tolist()
+
+
+def read_header(path: Path, what: str = "data.path") -> list[str]:
+    """The header row of a CSV file (checked as :func:`read_table` checks it)."""
+    if not path.is_file():
+        raise UserError(
+            f"{what} '{path}' is not a file; pass the CSV table's path, e.g. {what}=/abs/table.csv"
+        )
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", newline="", encoding="utf-8-sig") as handle:
+            first = next(csv.reader(handle), [])
+    except (UnicodeDecodeError, OSError, csv.Error):
+        return read_table(path, what)[0]  # its own messages
+    return [name.strip() for name in first]
+
+
 def parse_table(
     text: Iterable[str], source: Path | str, what: str = "data.path"
 ) -> tuple[list[str], list[list[str]]]:
