@@ -1,0 +1,70 @@
+"""A table that cannot fit is refused before it is read, in one line, leaving no run.
+
+The run sets its own address-space cap (RLIMIT_AS): the process's size after its imports
+plus 300 MiB. A 40 MiB table with gaps (the general reader: ~12x its size) cannot fit and is
+refused naming the limit; the same numbers without gaps (numpy's reader: ~3x) train.
+"""
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from support import PACKAGE, cli_env
+
+PROBE = f"import {PACKAGE}.train, platekit.data.csv; print(open('/proc/self/status').read())"
+
+
+def address_space_after_imports() -> int:
+    status = subprocess.run(
+        [sys.executable, "-c", PROBE], env=cli_env(), capture_output=True, text=True, check=True
+    ).stdout
+    [line] = [line for line in status.splitlines() if line.startswith("VmSize:")]
+    return int(line.split()[1]) * 1024
+
+
+def write_table(path: Path, gaps: bool) -> Path:
+    generator = np.random.default_rng(0)
+    values = generator.normal(size=(400_000, 8)).round(6)
+    with path.open("w") as handle:
+        handle.write("a,b,c,d,e,f,g,h,label\n")
+        for index, row in enumerate(values):
+            cells = [
+                "" if gaps and index % 97 == column else f"{v:.6f}" for column, v in enumerate(row)
+            ]
+            handle.write(",".join(cells) + f",{'xyz'[index % 3]}\n")
+    return path
+
+
+def capped_train(cwd: Path, table: Path, cap: int) -> subprocess.CompletedProcess[str]:
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    command = [
+        sys.executable, "-m", f"{PACKAGE}.train", "data=csv", f"data.path={table}",
+        "data.target=label", "trainer.max_epochs=1", "callbacks.progress_bar=null",
+        "+trainer.limit_train_batches=2", "+trainer.limit_val_batches=1",
+        "+trainer.limit_test_batches=1",
+    ]  # fmt: skip
+    return subprocess.run(
+        command, cwd=cwd, env=cli_env(), capture_output=True, text=True, preexec_fn=limit,
+        timeout=600, check=False,
+    )  # fmt: skip
+
+
+def test_a_table_that_cannot_fit_is_refused_in_one_line(tmp_path: Path) -> None:
+    cap = address_space_after_imports() + 300 * 2**20
+    table = write_table(tmp_path / "gaps.csv", gaps=True)
+    assert table.stat().st_size > 25 * 2**20
+    refused = capped_train(tmp_path, table, cap)
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    output = refused.stdout + refused.stderr
+    [line] = [line for line in output.splitlines() if line.startswith("error:")]
+    assert "to read, but RLIMIT_AS (ulimit -v) leaves" in line
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "outputs").exists() or not list((tmp_path / "outputs").rglob("*.ckpt"))
+    plain = write_table(tmp_path / "plain.csv", gaps=False)  # numpy's reader: it fits
+    trained = capped_train(tmp_path / "..", plain, cap)
+    assert trained.returncode == 0, (trained.stdout + trained.stderr)[-2000:]
