@@ -223,7 +223,7 @@ def test_regression_trains_evaluates_exports_and_predicts_values(tmp_path: Path)
         )
     )
     assert len(rows) == 442
-    assert set(rows[0]) == {"input", "value"}
+    assert set(rows[0]) == {"input", "value", "outside_training_range"}  # and its range flag
     assert 25 < sum(r["value"] for r in rows) / len(rows) < 346  # within the targets' range
 
 

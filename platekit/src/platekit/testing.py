@@ -636,7 +636,8 @@ class DataContract:
             if datamodule.info.varying_axes:  # the same sequences, however they were given
                 np.testing.assert_allclose(answers[-1], answers[0], atol=1e-5)
             if datamodule.info.target_kind == "value":  # a regression predicts values
-                assert all(set(r) == {"input", "value"} for r in rows["model"]), path
+                # the input, its value, and what lies outside the training range (or '')
+                assert all(set(r) == {"input", "value", OUTSIDE} for r in rows["model"]), path
                 np.testing.assert_allclose(  # values of any size (the fixture's: ~2e5)
                     np.array([r["value"] for r in rows["ckpt"]]),
                     np.array([r["value"] for r in rows["model"]]),
@@ -716,6 +717,9 @@ class DataContract:
         ]
         assert set.union(*shards) == set(range(size))
         assert len(shards[0] & shards[1]) <= 1  # one padding row at most when the split is odd
+
+
+OUTSIDE = "outside_training_range"  # predict's flag column (commands/predict.py)
 
 
 def raw_test_split(directory: Path, seed: int = 0) -> dict[str, Any]:
