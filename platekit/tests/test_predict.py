@@ -59,12 +59,16 @@ def test_every_png_kind_predicts_like_its_8_bit_version(
         np.testing.assert_allclose(probabilities, probabilities[0], atol=0.02)
 
 
-def test_a_folder_of_images_is_read_recursively(
+def test_a_folder_of_images_is_its_own_files_as_a_class_folder_is(
     exported: dict[str, Any], test_split: dict[str, Any], tmp_path: Path
 ) -> None:
+    """Training reads a class folder's own files: predict reads a folder the same way."""
     image_forms(test_split["raw"][0, 0], tmp_path / "scans" / "a")
     image_forms(test_split["raw"][1, 0], tmp_path / "scans" / "b" / "deeper")
-    rows = run_predict(tmp_path / "out", exported["model"], tmp_path / "scans")
+    with pytest.raises(UserError, match=r"holds no .* files of its own \(its subfolders do"):
+        run_predict(tmp_path / "out", exported["model"], tmp_path / "scans")
+    folders = [tmp_path / "scans" / "a", tmp_path / "scans" / "b" / "deeper"]
+    rows = run_predict(tmp_path / "out", exported["model"], folders)
     assert len(rows) == 10
     assert all(row["input"].endswith(".png") for row in rows)
 

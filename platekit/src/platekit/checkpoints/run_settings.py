@@ -79,7 +79,8 @@ def keep_run_settings(
         keep_seed(cfg, stored)
         return
     for key, old in stored.items():
-        if key in LOADING_ONLY or current.get(key) == old:
+        # a setting today's config does not name (a newer default) is the checkpoint's
+        if key in LOADING_ONLY or current.get(key) == old or key not in current:
             continue
         explicit = {f"data.{key}", "data"} | ({"seed"} if key == "seed" else set())
         if given & explicit:

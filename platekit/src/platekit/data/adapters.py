@@ -37,17 +37,27 @@ def data_info(datamodule: LightningDataModule, num_classes: int | None = None) -
     shape = getattr(datamodule, "input_shape", None)
     if shape is None:
         shape = first_item_shape(datamodule, axes)
+    kind = declared(datamodule, "target_kind") or "class"
+    if kind not in ("class", "value"):
+        raise UserError(
+            f"data module {name} declares target_kind={kind!r}; declare target_kind = "
+            '"class" (class indices) or "value" (one real value per row)'
+        )
+    check_targets(datamodule, kind)
     names = getattr(datamodule, "class_names", None)
     classes = getattr(datamodule, "num_classes", None) or (len(names) if names else num_classes)
-    if not classes:
+    if kind == "class" and not classes:
         raise UserError(
             f"data module {name} has no num_classes or class_names; define num_classes on "
-            "it, or set model.num_classes"
+            'it (or target_kind = "value" for a regression), or set model.task.num_classes'
         )
+    class_names: tuple[str, ...] = ()
+    if kind == "class" and classes:
+        class_names = tuple(names) if names else tuple(str(i) for i in range(int(classes)))
     info = DataInfo(
         input_shape=tuple(int(n) for n in shape),
-        target_kind="class",
-        class_names=tuple(names) if names else tuple(str(i) for i in range(int(classes))),
+        target_kind=kind,
+        class_names=class_names,
         varying_axes=axes,
         padding_value=float(getattr(datamodule, "padding_value", 0.0)) if axes else None,
         vocab_size=declared(datamodule, "vocab_size"),
@@ -64,6 +74,39 @@ def data_info(datamodule: LightningDataModule, num_classes: int | None = None) -
 
 
 SAMPLED_ITEMS = 32  # items of a plain module's dataset compared for their shapes
+
+
+SUPPORTED_TARGETS = (
+    "one target per row: a class index (int64) for a classification, or one real value "
+    '(float, with target_kind = "value") for a regression; several targets need a model each'
+)
+
+
+def check_targets(datamodule: LightningDataModule, kind: str) -> None:
+    """A plain module's first train target: one per row, of the kind it declares."""
+    name = type(datamodule).__name__
+    dataset = getattr(datamodule.train_dataloader(), "dataset", None)
+    if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__getitem__"):
+        return  # no first item to look at: the task checks each batch
+    try:
+        item = dataset[0]  # type: ignore[index]
+    except (IndexError, KeyError, TypeError):
+        return
+    target = item[1] if isinstance(item, tuple | list) and len(item) > 1 else None
+    if not isinstance(target, torch.Tensor | int | float):
+        return
+    value = torch.as_tensor(target)
+    if value.numel() != 1:
+        raise UserError(
+            f"data module {name} gives targets of shape {tuple(value.shape)} per row; "
+            f"supported: {SUPPORTED_TARGETS}"
+        )
+    if kind == "class" and value.is_floating_point():
+        raise UserError(
+            f"data module {name} gives float targets (e.g. {float(value):.4g}) but declares "
+            'no target_kind: for a regression declare target_kind = "value" on it; for '
+            "classes give int64 class indices"
+        )
 
 
 def declared(datamodule: LightningDataModule, name: str) -> Any:

@@ -38,7 +38,7 @@ from lightning.fabric.utilities.data import AttributeDict
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from ..cli.errors import UserError
+from ..cli.errors import UserError, first_line, inert
 from ..runtime.config import to_plain
 from ..settings import Range
 from . import fingerprint
@@ -90,6 +90,8 @@ class BaseDataModule(LightningDataModule):
         normalize: statistics of the train split to normalise with: ``scalar`` (one mean
             and std), ``channel`` (per channel of ``(C, H, W)`` inputs), ``feature`` (per
             element of the input, e.g. per column of a table) or ``none``.
+        skip_bad_files: inputs read from files (an image folder's) that fail to decode are
+            left out, each named in a line; false: the run stops naming them all.
     """
 
     hparams: AttributeDict  # what save_hyperparameters() stores (Lightning types it loosely)
@@ -106,6 +108,7 @@ class BaseDataModule(LightningDataModule):
         seed: Annotated[int, Range(0, 2**32 - 1)] = 0,
         num_workers: Annotated[int, Range(low=0)] = 0,
         normalize: str = "scalar",
+        skip_bad_files: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()  # the subclass's arguments too: they rebuild it
@@ -191,8 +194,9 @@ class BaseDataModule(LightningDataModule):
             rows = self._padded(rows)
         check_rows(type(self).__name__, rows, parts)
         self.rows, self.parts = rows, parts
+        decoded = None if isinstance(rows.inputs, Tensor) else self._decode_every_item()
         if self._given_statistics is None:
-            train = self.raw_inputs("train")
+            train = decoded if decoded is not None else self.raw_inputs("train")
             self.mean, self.std = statistics(train, self.hparams.normalize)
         else:  # a checkpoint's: no need to decode the train split (an evaluation)
             train = self.raw_inputs("train", limit=64)
@@ -284,6 +288,47 @@ class BaseDataModule(LightningDataModule):
         if split in self._splits:
             return self._splits[split]
         return TensorPairs(self.normalise(self.raw_inputs(split)), self.targets(split))
+
+    def _decode_every_item(self) -> Tensor | None:
+        """Decode every item of every split once, before anything trains: a file that fails
+        (a truncated JPEG with a valid header) would otherwise end the run at the sanity
+        check, or after training in the test. Every bad file is reported in one line, or,
+        with ``skip_bad_files``, left out of its split with a line naming each. Returns the
+        train split's decoded inputs (its statistics need them); an evaluation, given the
+        checkpoint's statistics, decodes only the test split.
+        """
+        assert self.rows is not None
+        splits = ["test"] if self._given_statistics is not None else list(self.parts)
+        bad: list[tuple[str, int, str]] = []
+        train: list[Tensor] = []
+        for split in splits:
+            for row in self.parts[split].tolist():
+                try:
+                    sample = self.decode(self.rows.inputs[row])
+                except Exception as error:  # what a decoder raises is its own; each is named
+                    bad.append((split, row, first_line(error, 120)))
+                    continue
+                if split == "train":
+                    train.append(sample)
+        if bad:
+            named = [f"{inert(self.rows.inputs[row])} ({split}: {why})" for split, row, why in bad]
+            if not self.hparams.skip_bad_files:
+                listed = "; ".join(named[:5]) + (
+                    f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
+                )
+                raise UserError(
+                    f"{len(bad)} file(s) of the data cannot be read: {listed}; fix or remove "
+                    "them, or leave them out with data.skip_bad_files=true"
+                )
+            for line in named:
+                log.warning("data.skip_bad_files: left out %s", line)
+            dropped = {row for _, row, _ in bad}
+            self.parts = {
+                split: index[[row not in dropped for row in index.tolist()]]
+                for split, index in self.parts.items()
+            }
+            check_rows(type(self).__name__, self.rows, self.parts)  # no split left empty
+        return torch.stack(train) if train and "train" in splits else None
 
     def _varying_info(self) -> dict[str, Any]:
         """The ``DataInfo`` fields of variable-length inputs (none for inputs of one size)."""

@@ -51,7 +51,8 @@ class CsvDataModule(BaseDataModule):
     Args:
         path: the CSV file (header row first). ``null``: the ``example`` table, written to
             ``data_dir`` on first use from a dataset scikit-learn ships.
-        target: the column to predict.
+        target: the column to predict (one: several are refused, as multi-target is not
+            supported).
         features: the feature columns, in order; ``null``: every column but the target.
         target_kind: ``auto`` (decided from the column: texts and few distinct whole
             numbers are classes, numbers with a fraction or a ``.0`` and many distinct whole
@@ -68,7 +69,7 @@ class CsvDataModule(BaseDataModule):
     def __init__(
         self,
         path: str | None = None,
-        target: str = "target",
+        target: str | list[str] = "target",
         features: Sequence[str] | None = None,
         target_kind: str = "auto",
         example: str = "wine",
@@ -82,6 +83,11 @@ class CsvDataModule(BaseDataModule):
 
     def read(self) -> Rows:
         options = self.hparams
+        if not isinstance(options.target, str):
+            raise UserError(
+                f"data.target={list(options.target)} names {len(options.target)} columns; one "
+                "target column is supported (multi-target is not): train one model per target"
+            )
         if options.target_kind not in KINDS:
             raise UserError(f"data.target_kind={options.target_kind} is not one of {KINDS}")
         if options.path:

@@ -6,6 +6,7 @@ Class names are the subfolder names (sorted). Images are decoded, resized to
 ``(seed, epoch, index)`` so a resumed run sees the very same augmented tensors.
 """
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,12 @@ from PIL import Image
 from torch import Tensor
 from torch.nn import functional
 
-from ..cli.errors import UserError
+from ..cli.errors import UserError, inert
 from .base import BaseDataModule, Rows
-from .images import image_files, load_image
+from .images import image_files, load_image, nested_image_folders
 from .info import DataInfo
+
+log = logging.getLogger(__name__)
 
 
 class ImageFolderDataModule(BaseDataModule):
@@ -74,10 +77,29 @@ class ImageFolderDataModule(BaseDataModule):
         )
         paths: list[str] = []
         labels: list[int] = []
+        nested: list[str] = []
         for label, name in enumerate(classes):
-            files = image_files(root / name)
+            files = image_files(root / name, recursive=False)
             paths += [str(path) for path in files]
             labels += [label] * len(files)
+            nested += [
+                f"{name}/{folder.relative_to(root / name)}/ ({count})"
+                for folder, count in nested_image_folders(root / name)
+            ]
+        if nested:
+            raise UserError(
+                f"data.root '{root}': a class's images are the files directly in its folder, "
+                f"but {len(nested)} folder(s) inside class folders hold images: "
+                f"{', '.join(inert(n) for n in nested[:5])}{' ...' if len(nested) > 5 else ''}; "
+                "move them up into their class folder, or make each a class folder of its own"
+            )
+        log.info(
+            "image folder %s: %d images in %d class folders (a class's images are the files "
+            "directly in its folder)",
+            root,
+            len(paths),
+            len(classes),
+        )
         if len(classes) < 2 or not paths:
             raise UserError(
                 f"data.root '{root}' holds {len(classes)} class folders and {len(paths)} "

@@ -115,12 +115,24 @@ def resize(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return np.stack(planes, axis=2).astype(np.float32)
 
 
-def image_files(root: Path) -> list[Path]:
-    """Image files under ``root`` (recursive), sorted, hidden files skipped."""
+def image_files(root: Path, recursive: bool = True) -> list[Path]:
+    """Image files under ``root`` (or only directly in it), sorted, hidden files skipped."""
+    found = root.rglob("*") if recursive else root.iterdir()
     return sorted(
         path
-        for path in root.rglob("*")
+        for path in found
         if path.suffix.lower() in IMAGE_SUFFIXES
         and path.is_file()
         and not any(part.startswith(".") for part in path.relative_to(root).parts)
     )
+
+
+def nested_image_folders(root: Path) -> list[tuple[Path, int]]:
+    """Folders below ``root`` (not ``root`` itself) holding image files, with their counts."""
+    folders = sorted(
+        path
+        for path in root.rglob("*")
+        if path.is_dir() and not any(part.startswith(".") for part in path.relative_to(root).parts)
+    )
+    counts = [(folder, len(image_files(folder, recursive=False))) for folder in folders]
+    return [(folder, count) for folder, count in counts if count]

@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from ..cli.errors import UserError, first_line
+from ..cli.errors import UserError, first_line, inert
 from .encoding import encoded_rows, record_rows
 from .images import IMAGE_SUFFIXES, MAX_PIXELS, load_image, source_name
 from .info import DataInfo
@@ -50,10 +50,34 @@ def read_inputs(
     known = ARRAY_SUFFIXES + TABLE_SUFFIXES + IMAGE_SUFFIXES + JSON_SUFFIXES
     files: list[Path] = []
     for path in map(Path, paths):
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in known)
+        if path.is_dir():  # its own files, as training reads a class folder
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in known)
+            below = [
+                folder
+                for folder in sorted(path.rglob("*"))
+                if folder.is_dir() and any(p.suffix.lower() in known for p in folder.iterdir())
+            ]
+            if below:
+                shown = ", ".join(inert(str(folder)) for folder in below[:3])
+                log.warning(
+                    "folder '%s': its subfolders %s%s are not read (a folder's inputs are its "
+                    "own files, as training reads a class folder); name them too, e.g. "
+                    "inputs=[%s,%s]",
+                    inert(str(path)),
+                    shown,
+                    " ..." if len(below) > 3 else "",
+                    inert(str(path)),
+                    inert(str(below[0])),
+                )
             if not found:
-                raise UserError(f"folder '{path}' holds no {', '.join(known)} files")
+                raise UserError(
+                    f"folder '{path}' holds no {', '.join(known)} files of its own"
+                    + (
+                        f" (its subfolders do: name them, e.g. inputs=[{below[0]}])"
+                        if below
+                        else ""
+                    )
+                )
             files += found
         elif path.is_file():
             files.append(path)

@@ -171,7 +171,14 @@ def check_net_fits(net_cfg: dict[str, Any], info: DataInfo) -> None:
     if info.varying_axis is not None:
         check_other_lengths(net, target, info)
     want = info.num_outputs
-    got = tuple(outputs.shape[1:]) if isinstance(outputs, torch.Tensor) else None
+    if not isinstance(outputs, torch.Tensor):
+        kind = type(outputs).__name__
+        count = f" of {len(outputs)} values" if isinstance(outputs, tuple | list | dict) else ""
+        raise UserError(
+            f"model.net {target} returns a {kind}{count}, not one tensor of shape (batch, "
+            f"{want}); return the output tensor only (e.g. the logits)"
+        )
+    got = tuple(outputs.shape[1:])
     if got != (want,):
         what = f"{want} classes" if info.target_kind == "class" else "1 value"
         raise UserError(

@@ -3,7 +3,7 @@
 ``auto`` gives ``bf16-mixed`` on CUDA GPUs with bfloat16 (Ampere on), ``16-mixed`` with loss
 scaling on older ones, and ``32-true`` everywhere else, CPUs with AVX512-BF16/AMX included:
 measured on one (2 cores, alternated pairs, 10 epochs each), ``bf16-mixed`` ran the default
-digits CNN at 1.12-1.22x the steps/s of ``32-true`` but the wine-table MLP at 0.70-0.85x, and
+digits CNN at 1.08-1.22x the steps/s of ``32-true`` but the wine-table MLP at 0.70-0.84x, and
 ``auto`` takes bf16 on a CPU only where it is clearly faster (>= 1.1x) for both. Settings
 Lightning would silently change or run very slowly are refused with the fix.
 """
