@@ -187,6 +187,7 @@ def test_settings_follow_kwargs_to_the_parents(current: ModuleType) -> None:
         "seed",
         "num_workers",
         "normalize",
+        "skip_bad_files",
     ]
     assert settings.named["batch_size"].owner is BaseDataModule
     assert not settings.open
