@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lightning import Callback
 
 from platekit.testing import predict_rows, write_image_folder
 
@@ -178,3 +179,26 @@ def test_a_net_returning_a_tuple_is_named_as_such(tmp_path: Path) -> None:
         UserError, match=r"returns a tuple of 2 values, not one tensor of shape \(batch, 1\)"
     ):
         train(compose_config(tmp_path / "run", overrides))
+
+
+class BreakValFile(Callback):
+    """Truncates one validation image after the first training epoch (it decoded at setup)."""
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if trainer.current_epoch == 0 and trainer.is_global_zero:
+            datamodule = trainer.datamodule
+            truncate(Path(datamodule.rows.inputs[int(datamodule.parts["val"][0])]))
+
+
+@pytest.mark.slow
+def test_a_file_that_breaks_during_the_run_ends_it_in_one_line(tmp_path: Path) -> None:
+    root = images(tmp_path / "images")
+    overrides = image_run(root, "data.num_workers=2", "trainer.max_epochs=2")
+    overrides += ["+callbacks.breaker._target_=test_own_modules.BreakValFile"]
+    result = run_cli("train", *[o for o in overrides if o != "trainer.max_epochs=1"], cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    [line] = [line for line in output.splitlines() if line.startswith("error:")]
+    assert "cannot be read any more" in line
+    assert "restore it and resume (ckpt_path=last)" in line
+    assert "Traceback" not in output

@@ -25,6 +25,19 @@ from .typos import nearest_names
 
 log = logging.getLogger(__name__)
 
+# torch re-raises a DataLoader worker's exception with the worker's traceback as its message.
+WORKER_PREFIX = "Caught UserError in DataLoader worker process"
+WORKER_LINE = "UserError: "
+
+
+def worker_message(message: str) -> str:
+    """A UserError raised in a DataLoader worker: its own one line, not the worker traceback."""
+    if not message.startswith(WORKER_PREFIX):
+        return message
+    lines = [line for line in message.splitlines() if WORKER_LINE in line]
+    return lines[-1].split(WORKER_LINE, 1)[1] if lines else message.splitlines()[0]
+
+
 Task = Callable[[DictConfig], Any]
 
 DEBUG_ENV = "TRACEBACK"  # TRACEBACK=1 shows the full traceback of a user error
@@ -60,7 +73,7 @@ def command(config_name: str) -> Callable[[Task], Callable[[], None]]:
             except UserError as error:
                 if os.environ.get(DEBUG_ENV):
                     raise
-                refuse(str(error))
+                refuse(worker_message(str(error)))
 
         @functools.wraps(task)
         def main_with_hints() -> None:

@@ -139,6 +139,18 @@ class BaseDataModule(LightningDataModule):
         """One raw input from one of ``Rows.inputs`` when those are not tensors (e.g. a path)."""
         raise NotImplementedError(f"{type(self).__name__}.read() gave items; define decode()")
 
+    def decode_or_name(self, item: Any) -> Tensor:
+        """:meth:`decode` during training: a file that fails now (it decoded at setup, so it
+        changed since) ends the run in one line naming it."""
+        try:
+            return self.decode(item)
+        except Exception as error:  # what a decoder raises is its own
+            raise UserError(
+                f"{inert(item)} cannot be read any more ({first_line(error, 120)}); it was read "
+                "at the start of the run, so it changed since: restore it and resume "
+                "(ckpt_path=last), or leave it out with data.skip_bad_files=true in a new run"
+            ) from None
+
     def augment(self, sample: Tensor, generator: torch.Generator) -> Tensor:
         """Training-time augmentation of one raw sample; draw randomness from ``generator``."""
         return sample
@@ -514,7 +526,7 @@ class SplitSamples(Dataset[Batch]):
         samples = []
         for row in rows.tolist():
             item = self.rows.inputs[row]
-            sample = item if isinstance(item, Tensor) else self.source.decode(item)
+            sample = item if isinstance(item, Tensor) else self.source.decode_or_name(item)
             if self.augment:
                 sample = self.source.augment(sample, sample_generator(self.seed, epoch, row))
             samples.append(sample)
