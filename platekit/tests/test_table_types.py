@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from platekit.data.cells import parse
+from test_tables import readme_lines
 
-from support import QUICK, ROOT, compose_config, module
+from support import QUICK, compose_config, module
 
 UserError = module("cli.errors").UserError
 CsvDataModule = module("data.csv").CsvDataModule
@@ -126,13 +127,6 @@ def exec_inputs(records: list[dict[str, Any]]) -> Any:
     scope: dict[str, Any] = {"rows": records}
     exec(compile(readme_lines(), "README.md", "exec"), scope)
     return scope["inputs"]
-
-
-def readme_lines() -> str:
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
-    [block] = [b for b in blocks if "table_columns" in b]
-    return block
 
 
 @pytest.mark.slow

@@ -5,8 +5,9 @@ Plain numpy and the standard library, so predict can read tables without torch.
 
 import csv
 import gzip
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TextIO, TypeVar
 
 import numpy as np
 
@@ -14,12 +15,32 @@ from ..cli.errors import UserError
 from .cells import GAPS as MISSING
 from .cells import plain_number
 
+T = TypeVar("T")
+
 
 def read_table(path: Path, what: str = "data.path") -> tuple[list[str], list[list[str]]]:
     """The header and the rows of a CSV file (plain or .gz), every row as long as the header.
 
     ``what`` names the setting the path came from, for the messages.
     """
+    return read_text(path, what, lambda handle: parse_table(handle, path, what))
+
+
+def read_header(path: Path, what: str = "data.path") -> list[str]:
+    """The header row of a CSV file, read as :func:`read_table` reads it, its rows unread."""
+
+    def header(handle: TextIO) -> list[str]:
+        try:
+            first = next(csv.reader(handle), [])
+        except csv.Error as error:
+            raise UserError(f"{what} '{path}' is not a readable CSV file ({error})") from error
+        return [name.strip() for name in first]
+
+    return read_text(path, what, header)
+
+
+def read_text(path: Path, what: str, read: Callable[[TextIO], T]) -> T:
+    """``read`` of the UTF-8 text of a CSV file (plain or .gz); one line for each way it fails."""
     if not path.is_file():
         raise UserError(
             f"{what} '{path}' is not a file; pass the CSV table's path, e.g. {what}=/abs/table.csv"
@@ -27,7 +48,7 @@ def read_table(path: Path, what: str = "data.path") -> tuple[list[str], list[lis
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", newline="", encoding="utf-8-sig") as handle:
-            return parse_table(handle, path, what)
+            return read(handle)
     except UnicodeDecodeError as error:
         raise UserError(
             f"{what} '{path}' is not UTF-8 text (it holds byte {error.object[error.start]:#x}: a "
@@ -62,21 +83,6 @@ def read_numbers(
     if not np.isfinite(numbers).all() or len(numbers) < 1:  # nan is a gap: the general path
         return None
     return numbers, labels.tolist()
-
-
-def read_header(path: Path, what: str = "data.path") -> list[str]:
-    """The header row of a CSV file (checked as :func:`read_table` checks it)."""
-    if not path.is_file():
-        raise UserError(
-            f"{what} '{path}' is not a file; pass the CSV table's path, e.g. {what}=/abs/table.csv"
-        )
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", newline="", encoding="utf-8-sig") as handle:
-            first = next(csv.reader(handle), [])
-    except (UnicodeDecodeError, OSError, csv.Error):
-        return read_table(path, what)[0]  # its own messages
-    return [name.strip() for name in first]
 
 
 def parse_table(
