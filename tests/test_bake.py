@@ -33,7 +33,7 @@ EXPECTED_FILES = {
     "scripts/slurm.sbatch",
     "scripts/sweep.sbatch",
     "scripts/torchrun.sh",
-    "vendor/platekit-0.3.0-py3-none-any.whl",
+    "vendor/platekit-0.3.1-py3-none-any.whl",
     "vendor/platekit.txt",
     "configs/bench.yaml",
     "configs/callbacks/default.yaml",

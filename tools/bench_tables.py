@@ -23,7 +23,7 @@ import numpy as np
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-import torch
+import torch, pyarrow, pyarrow.csv, pyarrow.compute
 from platekit.data.csv import CsvDataModule
 def rss():
     for line in open("/proc/self/status"):

@@ -1,6 +1,8 @@
 """The doctor: one row per check, exit 1 with a fix when one fails."""
 
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,49 @@ def test_table_has_a_row_per_check_and_a_fix_per_failure() -> None:
     assert "torch" in text
     assert "2.13.0" in text
     assert "fail cuda: reinstall" in text
+
+
+def fake_nvidia_smi(folder: Path, driver: str, cuda: str) -> str:
+    """A PATH whose nvidia-smi prints the header of a driver running CUDA ``cuda``."""
+    script = folder / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"echo '| NVIDIA-SMI {driver}   Driver Version: {driver}   CUDA Version: {cuda}  |'\n"
+    )
+    script.chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize(
+    ("built", "driver", "cuda", "status", "said"),
+    [
+        (None, "580.95.05", "13.0", "fail", r"runs CUDA <= 13.0, but torch .* is a CPU-only build"),
+        ("13.0", "550.54.14", "12.4", "fail", r"runs CUDA <= 12.4; torch was built for CUDA 13.0"),
+        ("12.6", "550.54.14", "12.4", "ok", r"runs CUDA <= 12.4; torch was built for CUDA 12.6"),
+        ("13.0", "580.95.05", "13.0", "ok", r"runs CUDA <= 13.0; torch was built for CUDA 13.0"),
+    ],
+)
+def test_the_drivers_cuda_is_checked_against_torchs_build(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    built: str | None,
+    driver: str,
+    cuda: str,
+    status: str,
+    said: str,
+) -> None:
+    monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path, driver, cuda))
+    monkeypatch.setattr(torch.version, "cuda", built)
+    [check] = doctor.check_driver()
+    assert check.status == status
+    assert re.search(said, check.detail), check.detail
+    if built is None:
+        assert check.fix == "rm -rf .venv && make setup (it picks the CUDA build the driver runs)"
+    elif status == "fail":
+        assert "make setup TORCH_VARIANT=cu126" in check.fix
+
+
+def test_without_a_driver_the_check_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    [check] = doctor.check_driver()
+    assert (check.status, check.detail) == ("skip", "no NVIDIA driver (nvidia-smi) found")

@@ -8,6 +8,6 @@ across minor versions, see README.md) is what this module names; the rest is pri
 
 from .project import Project, current, use
 
-__version__ = "0.3.0"
+__version__ = "0.3.1"
 
 __all__ = ["Project", "__version__", "current", "use"]

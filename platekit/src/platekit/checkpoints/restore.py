@@ -105,6 +105,19 @@ class Checkpoint:
         paths from anywhere, and a resume keeps its run settings."""
         return bool(self.content.get(SEALED))
 
+    def table_path(self, overrides: Mapping[str, Any] | None = None) -> Path | None:
+        """The CSV file a table checkpoint (``CsvDataModule`` with ``data.path``) was trained
+        on, resolved as :meth:`datamodule` resolves it (``overrides`` win); None otherwise."""
+        from ..data.csv import CsvDataModule
+
+        target = self.content[DATA_KEY].get("_target_")
+        data_class = self.registry.resolve(target, "data", f"checkpoint '{self.path}' data")
+        if not (isinstance(data_class, type) and issubclass(data_class, CsvDataModule)):
+            return None
+        given = dict(overrides or {})
+        settings = data_paths({**self.data_settings, **given}, given, self.path, self.sealed)
+        return Path(settings["path"]) if settings.get("path") else None
+
     def datamodule(
         self,
         overrides: Mapping[str, Any] | None = None,
@@ -150,6 +163,8 @@ class Checkpoint:
         mean, std = self.normalization
         if hasattr(datamodule, "use_statistics") and "mean" in card:  # the trained model's scale
             datamodule.use_statistics(mean, std)
+        if hasattr(datamodule, "use_columns") and self.info.table_columns:  # its column types
+            datamodule.use_columns(self.info.table_columns)
         try:
             datamodule.prepare_data()
             datamodule.setup("test")

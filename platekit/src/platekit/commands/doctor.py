@@ -8,7 +8,9 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -29,10 +31,8 @@ from ..cli.errors import first_line
 from ..project import current
 
 PINNED = {"torch": "torch", "lightning": "lightning", "hydra": "hydra-core"}  # label: dist
-CUDA_FIX = (
-    "install a CUDA build: pip install --force-reinstall torch=={version} --index-url "
-    "https://download.pytorch.org/whl/cu128 (pick the cuXXX your driver supports, see nvidia-smi)"
-)
+REBUILD = "rm -rf .venv && make setup (it picks the CUDA build the driver runs)"
+NEWEST_BUILD = "13.0"  # torch 2.13's default CUDA build (cu130); cu126 for older drivers
 
 
 @dataclass
@@ -121,15 +121,53 @@ def matmul_backward(device: str, dtype: torch.dtype | None = None) -> torch.Tens
     return a_dev.grad.cpu()
 
 
+def driver_cuda() -> tuple[str, str] | None:
+    """The NVIDIA driver's version and the newest CUDA it runs, from ``nvidia-smi``'s header;
+    None without a driver."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        header = subprocess.run(
+            ["nvidia-smi"], capture_output=True, text=True, timeout=20, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    driver = re.search(r"Driver Version:\s*([\d.]+)", header)
+    cuda = re.search(r"CUDA Version:\s*(\d+\.\d+)", header)
+    if driver is None or cuda is None:
+        return None
+    return driver.group(1), cuda.group(1)
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:2])
+
+
+def check_driver() -> Iterator[Check]:
+    """The driver's CUDA version against the one torch was built for."""
+    found = driver_cuda()
+    built = torch.version.cuda
+    if found is None:
+        yield Check("driver", "skip", "no NVIDIA driver (nvidia-smi) found")
+        return
+    driver, runs = found
+    said = f"NVIDIA driver {driver} runs CUDA <= {runs}"
+    if built is None:
+        yield Check(
+            "driver", "fail", f"{said}, but torch {torch.__version__} is a CPU-only build", REBUILD
+        )
+    elif version_tuple(built)[0] > version_tuple(runs)[0]:  # a 12.x driver runs any 12.x build
+        fix = (
+            f"update the NVIDIA driver (CUDA {built} needs >= 580 on Linux), or use the "
+            "CUDA 12.6 build: rm -rf .venv && make setup TORCH_VARIANT=cu126"
+        )
+        yield Check("driver", "fail", f"{said}; torch was built for CUDA {built}", fix)
+    else:
+        yield Check("driver", "ok", f"{said}; torch was built for CUDA {built}")
+
+
 def check_devices() -> Iterator[Check]:
     """Each device computes a matmul and its backward pass; the result must match the CPU's."""
-    if torch.version.cuda is None and not torch.cuda.is_available() and gpu_present():
-        yield Check(
-            "cuda",
-            "fail",
-            f"an NVIDIA GPU is present but torch {torch.__version__} is a CPU-only build",
-            CUDA_FIX.format(version=torch.__version__.split("+")[0]),
-        )
     expected = matmul_backward("cpu")
     for device in devices():
         try:
@@ -167,10 +205,6 @@ def check_precisions(device: str, expected: torch.Tensor) -> Check:
     if fails:
         detail += f"; not available: {', '.join(fails)}"
     return Check(f"precision {device}", "ok", detail)
-
-
-def gpu_present() -> bool:
-    return shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia").exists()
 
 
 def check_distributed() -> Iterator[Check]:
@@ -305,6 +339,7 @@ def deterministic_step(device: str) -> None:
 
 CHECKS: list[Callable[[], Iterator[Check]]] = [
     check_versions,
+    check_driver,
     check_devices,
     check_distributed,
     check_seeds,

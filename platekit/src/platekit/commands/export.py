@@ -28,6 +28,8 @@ from ..checkpoints.restore import Checkpoint
 from ..cli.errors import UserError
 from ..data.base import BaseDataModule
 from ..data.info import DataInfo
+from ..data.inputs import table_array
+from ..data.tables import read_table
 from ..models.exportable import RawInputModel, from_checkpoint
 from ..models.onnx_runner import INFO_KEY, OnnxRunner, output_names
 from ..models.runners import TorchRunner
@@ -49,9 +51,7 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     model = from_checkpoint(checkpoint)
     info = checkpoint.info
     prepare_run(cfg)
-    # The test split of the run that wrote the checkpoint: rows the model never trained on.
-    datamodule = checkpoint.datamodule(data_overrides(cfg), refuse=False)
-    inputs = parity_inputs(datamodule, max(cfg.batch_sizes))
+    inputs = parity_rows(checkpoint, data_overrides(cfg), max(cfg.batch_sizes))
     sizes = sorted({min(int(size), len(inputs)) for size in cfg.batch_sizes})
     if sizes[-1] < max(cfg.batch_sizes):
         log.info("the test split has %d rows: parity at batch sizes %s", len(inputs), sizes)
@@ -82,6 +82,21 @@ def export(cfg: DictConfig) -> dict[str, Any]:
     log.info("model:         %s", output)
     log.info("export report: %s", output.parent / "export.json")
     return report
+
+
+def parity_rows(checkpoint: Checkpoint, overrides: dict[str, Any], rows: int) -> np.ndarray:
+    """Raw inputs to compare PyTorch and onnxruntime on: a table's first ``rows`` rows,
+    encoded as predict encodes them (no more of the file is read), else the test split of
+    the run that wrote the checkpoint."""
+    table = checkpoint.table_path(overrides)
+    if table is None:
+        return parity_inputs(checkpoint.datamodule(overrides, refuse=False), rows)
+    header, cells = read_table(table, limit=rows)
+    inputs = table_array(header, cells, checkpoint.info, table)
+    log.info("parity on the first %d rows of %s", len(inputs), table)
+    if len(inputs) < 2:
+        raise UserError(f"{table} holds {len(inputs)} rows; export needs 2 or more for parity")
+    return inputs.astype(np.float32)
 
 
 def parity_inputs(datamodule: LightningDataModule, rows: int) -> np.ndarray:

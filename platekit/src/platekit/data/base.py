@@ -25,6 +25,7 @@ A minimal subclass::
 """
 
 import logging
+import math
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ SPLITS = ("train", "val", "test")
 ALL = "all"  # every row in read order: a fingerprint's name beside the splits'
 NORMALIZE = ("scalar", "channel", "feature", "none")
 TARGET_KINDS = ("class", "value")
+STATISTICS_BLOCK = 1 << 16  # rows summed at a time in float64
 Batch = tuple[Tensor, Tensor]
 
 
@@ -213,11 +215,6 @@ class BaseDataModule(LightningDataModule):
         else:  # a checkpoint's: no need to decode the train split (an evaluation)
             train = self.raw_inputs("train", limit=64)
             self.mean, self.std = self._given_statistics
-        if isinstance(rows.inputs, Tensor):
-            self._splits = {
-                name: TensorPairs(self.normalise(rows.inputs[index]), rows.targets[index])
-                for name, index in parts.items()
-            }
         info = DataInfo(
             input_shape=tuple(train.shape[1:]),
             target_kind="class" if rows.class_names else "value",
@@ -232,6 +229,12 @@ class BaseDataModule(LightningDataModule):
             **self._varying_info(),
         )
         self._info = DataInfo(**{**info.__dict__, "input_description": self.describe_input(info)})
+        del train, decoded  # before the normalised copies: the peak holds one of them
+        if isinstance(rows.inputs, Tensor):
+            self._splits = {
+                name: TensorPairs(self._normalised_copy(rows.inputs, index), rows.targets[index])
+                for name, index in parts.items()
+            }
         sizes = ", ".join(f"{name} {len(index)}" for name, index in parts.items())
         log.debug("data: %s (%s)", type(self).__name__, sizes)  # train's header shows them
 
@@ -246,6 +249,14 @@ class BaseDataModule(LightningDataModule):
     def normalise(self, inputs: Tensor) -> Tensor:
         """Raw inputs ``(B, *input_shape)`` as the model sees them."""
         return (inputs - self.mean) / self.std
+
+    def _normalised_copy(self, inputs: Tensor, index: Tensor) -> Tensor:
+        """``normalise(inputs[index])`` in the one copy the indexing makes (the same values:
+        the same two float operations per element, done in place)."""
+        same = torch.result_type(inputs, self.mean) == inputs.dtype == self.std.dtype
+        return (
+            inputs[index].sub_(self.mean).div_(self.std) if same else self.normalise(inputs[index])
+        )
 
     def raw_inputs(self, split: str, limit: int | None = None) -> Tensor:
         """The first ``limit`` (default: all) raw inputs of ``split``: the shipped model's input."""
@@ -284,7 +295,9 @@ class BaseDataModule(LightningDataModule):
         self.mean, self.std = mean, std
         if self.rows is not None and isinstance(self.rows.inputs, Tensor):
             self._splits = {
-                name: TensorPairs(self.normalise(self.rows.inputs[index]), self.rows.targets[index])
+                name: TensorPairs(
+                    self._normalised_copy(self.rows.inputs, index), self.rows.targets[index]
+                )
                 for name, index in self.parts.items()
             }
 
@@ -556,25 +569,29 @@ def ignore_interrupts(worker_id: int) -> None:
 
 
 def statistics(train: Tensor, normalize: str) -> tuple[Tensor, Tensor]:
-    """Mean and std of the raw train inputs ``(N, *shape)``, broadcastable to one input."""
-    train = train.double()
+    """Mean and std of the raw train inputs ``(N, *shape)``, broadcastable to one input,
+    computed in float64 over blocks of rows (no float64 copy of the whole split)."""
     if normalize == "none":
         return torch.zeros(()), torch.ones(())
+    keep: tuple[int, ...]
     if normalize == "scalar":
-        mean, std = train.mean(), train.std()
+        dims, keep = list(range(train.ndim)), ()
     elif normalize == "channel":
         if train.ndim < 3:
             raise UserError(
                 f"data.normalize=channel needs (C, ...) inputs, got shape "
                 f"{tuple(train.shape[1:])}; use data.normalize=feature or scalar"
             )
-        dims = [0, *range(2, train.ndim)]
-        keep = (train.shape[1],) + (1,) * (train.ndim - 2)
-        mean, std = train.mean(dims).view(keep), train.std(dims).view(keep)
+        dims, keep = [0, *range(2, train.ndim)], (train.shape[1],) + (1,) * (train.ndim - 2)
     else:  # feature
-        mean, std = train.mean(0), train.std(0)
+        dims, keep = [0], tuple(train.shape[1:])
+    count = train.numel() // max(math.prod(keep), 1)
+    blocks = train.split(STATISTICS_BLOCK)
+    mean = sum(block.double().sum(dims) for block in blocks) / count
+    squares = sum(((block.double() - mean.view(keep)) ** 2).sum(dims) for block in blocks)
+    std = (squares / max(count - 1, 1)).sqrt()
     std = torch.where(std > 1e-12, std, torch.ones_like(std))  # a constant feature stays 0
-    return mean.float(), std.float()
+    return mean.float().view(keep), std.float().view(keep)
 
 
 def border_mean(train: Tensor) -> float | None:
@@ -647,16 +664,20 @@ def check_rows(name: str, rows: Rows, parts: dict[str, Tensor]) -> None:
                 "change data.val_fraction / data.test_fraction"
             )
     if isinstance(rows.inputs, Tensor):
+        finite = torch.cat(  # by blocks: isfinite's temporaries are as large as its input
+            [torch.isfinite(block).all(dim=1) for block in rows.inputs.flatten(1).split(1 << 16)]
+        )
         for split, index in parts.items():
-            check_finite(split, rows.inputs[index], index)
+            check_finite(split, finite[index], index)
     if targets.is_floating_point():
         for split, index in parts.items():
-            check_finite(f"{split} targets of", targets[index].view(-1, 1), index)
+            check_finite(f"{split} targets of", torch.isfinite(targets[index]), index)
 
 
-def check_finite(split: str, inputs: Tensor, rows: Tensor) -> None:
-    """Raise a UserError naming the first row of ``split`` holding NaN or Inf."""
-    bad = ~torch.isfinite(inputs.flatten(1)).all(dim=1)
+def check_finite(split: str, finite: Tensor, rows: Tensor) -> None:
+    """Raise a UserError naming the first row of ``split`` holding NaN or Inf (``finite``:
+    per row of the split, whether all its values are finite)."""
+    bad = ~finite
     if bad.any():
         first = int(bad.nonzero()[0])
         raise UserError(

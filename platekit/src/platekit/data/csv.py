@@ -23,10 +23,11 @@ from ..runtime.files import write_atomic
 from . import encoding
 from .base import BaseDataModule, Rows
 from .cells import BOOL, GROUPED, PLAIN, infer_format, parse
+from .columns import Texts, read_columns
 from .examples import read_sklearn_table
 from .info import DataInfo
-from .memory import GENERAL_READER, NUMBER_READER, check_memory, out_of_memory
-from .tables import MISSING, column_index, pick_columns, read_header, read_numbers, read_table
+from .memory import check_memory, out_of_memory
+from .tables import pick_columns, read_header
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,8 @@ class CsvDataModule(BaseDataModule):
     ) -> None:
         super().__init__(normalize=normalize, **kwargs)
         self._columns: tuple[str, ...] = ()
-        self._encoding: list[encoding.Column] = []
+        self._encoding: list[encoding.Encoding] = []
+        self._stored: tuple[encoding.Encoding, ...] | None = None
 
     def read(self) -> Rows:
         options = self.hparams
@@ -103,37 +105,32 @@ class CsvDataModule(BaseDataModule):
         header = read_header(path)
         columns = pick_columns(path, header, options.target, options.features)
         self._columns = tuple(columns)
-        keep = bool(options.features)
-        check_memory(path, NUMBER_READER)
+        check_memory(path)
         try:
-            fast = read_numbers(path, header, columns, options.target)
+            texts = [options.target, *encoding.text_columns(self._stored or ())]
+            cells = read_columns(path, header, [*columns, options.target], texts)
         except MemoryError:
             raise out_of_memory(path) from None
-        if fast is not None:  # every feature cell a plain number: numpy's reader
-            numbers, labels = fast
-            # The encoding is learnt from the train split only: the seeded split setup makes.
+        labels = cells.pop(options.target)
+        assert isinstance(labels, Texts)
+        if self._stored is None:  # learnt from the train split only: the seeded split setup makes
             train = self._seeded_split(len(labels))["train"].tolist()
-            self._encoding = encoding.number_columns(path, columns, numbers, train, keep)
-            kept = [columns.index(column["name"]) for column in self._encoding]
-            features = numbers[:, kept].astype(np.float32)
-        else:
-            check_memory(path, GENERAL_READER)
-            try:
-                header, rows = read_table(path)
-            except MemoryError:
-                raise out_of_memory(path) from None
-            index = column_index(path, header, [*columns, options.target])
-            cells = {name: [row[index[name]] for row in rows] for name in columns}
-            train = self._seeded_split(len(rows))["train"].tolist()
-            self._encoding = encoding.infer_columns(path, cells, train, keep_constant=keep)
-            features = encoding.encode(self._encoding, cells, path)
-            labels = [row[index[options.target]] for row in rows]
+            self._encoding = encoding.infer_columns(path, cells, train, bool(options.features))
+        else:  # a checkpoint's: its rows encode as they did when it was trained
+            self._encoding = list(self._stored)
+        features = encoding.encode(self._encoding, cells, path)
+        del cells
         targets, names, why = target_column(path, options.target, labels, options.target_kind)
         kind = f"{len(names)} classes" if names else "a real value (regression)"
         target = f"target {options.target}: {kind}, {why}"
         for line in [*encoding.describe(self._encoding), target]:
             log.info("table %s: %s", path.name, line)
         return Rows(torch.from_numpy(features), targets, class_names=names)
+
+    def use_columns(self, columns: Sequence[encoding.Encoding]) -> None:
+        """Encode the table as a checkpoint's training did (its stored column types, fills
+        and categories) instead of learning them again: eval, export and resume."""
+        self._stored = tuple(dict(column) for column in columns)
 
     def setup(self, stage: str | None = None) -> None:
         super().setup(stage)
@@ -188,63 +185,68 @@ class CsvDataModule(BaseDataModule):
 
 
 def target_column(
-    path: Path, name: str, values: list[str], kind: str
+    path: Path, name: str, column: Texts, kind: str
 ) -> tuple[torch.Tensor, list[str], str]:
     """Class indices and sorted class names, or float values with no class names; and why
     (the evidence, or the setting)."""
-    cells = [value.strip() for value in values]
-    for row, cell in enumerate(cells):
-        if cell.lower() in MISSING:
-            raise UserError(
-                f"{path} target column '{name}' row {row + 1} is empty; fill or drop that row"
-            )
-    fmt, problem = infer_format(cells)
+    texts, codes = column.texts, column.codes
+    gap = column.gaps()
+    if gap.any():
+        row = min(column.row_of(i) for i in np.flatnonzero(gap).tolist())
+        raise UserError(
+            f"{path} target column '{name}' row {row + 1} is empty; fill or drop that row"
+        )
+    fmt, problem = infer_format(texts)
     if problem is not None:
         raise UserError(f"{path} target column '{name}' {problem}")
-    if fmt == BOOL and kind in ("auto", "class") and len(set(cells)) > 2:  # yes/No/TRUE/0
-        flags = [int(parse(cell, BOOL) or 0) for cell in cells]
-        names = [spelling(cells, flags, side) for side in (0, 1)]
-        why = f"it holds yes/no values in {len(set(cells))} spellings, read as two classes"
-        return torch.tensor(flags, dtype=torch.int64), names, why
-    numbers = [parse(cell, fmt) if fmt in (PLAIN, GROUPED) else None for cell in cells]
-    present = [number for number in numbers if number is not None]
-    numeric = len(present) == len(numbers)
+    counts = np.bincount(codes, minlength=len(texts))
+    if fmt == BOOL and kind in ("auto", "class") and len(texts) > 2:  # yes/No/TRUE/0
+        flags = np.asarray([int(parse(text, BOOL) or 0) for text in texts], dtype=np.int64)
+        names = [spelling(texts, flags, counts, side) for side in (0, 1)]
+        why = f"it holds yes/no values in {len(texts)} spellings, read as two classes"
+        return torch.from_numpy(flags[codes]), names, why
+    numbers = [parse(text, fmt) if fmt in (PLAIN, GROUPED) else None for text in texts]
+    numeric = all(number is not None for number in numbers)
     why = f"as data.target_kind={kind}"
     if kind == "auto":
-        kind, why = target_kind(path, name, cells, present if numeric else None)
+        kind, why = target_kind(path, name, texts, numbers if numeric else None, len(codes))
     if kind == "value":
         if not numeric:
-            row = next(i for i, n in enumerate(numbers) if n is None)
+            bad = next(i for i, n in enumerate(numbers) if n is None)
             raise UserError(
-                f"{path} target column '{name}' row {row + 1} holds '{cells[row]}', not a "
-                "number, but data.target_kind=value; use numbers or target_kind=class"
+                f"{path} target column '{name}' row {column.row_of(bad) + 1} holds "
+                f"'{texts[bad]}', not a number, but data.target_kind=value; use numbers or "
+                "target_kind=class"
             )
-        return torch.tensor(present, dtype=torch.float32), [], why
-    if numeric and all(float(n).is_integer() for n in present):  # classes in numeric order
-        labels = sorted({int(n) for n in present})
+        values = np.asarray(numbers, dtype=np.float32)
+        return torch.from_numpy(values[codes]), [], why
+    if numeric and all(float(n).is_integer() for n in numbers if n is not None):
+        labels = sorted({int(n) for n in numbers if n is not None})  # classes in numeric order
         names = [str(label) for label in labels]
-        keys = [str(int(n)) for n in present]
+        keys = [str(int(n)) for n in numbers if n is not None]
     else:
-        names = sorted(set(cells))
-        keys = cells
+        names = sorted(set(texts))
+        keys = texts
     position = {label: i for i, label in enumerate(names)}
-    return torch.tensor([position[key] for key in keys], dtype=torch.int64), names, why
+    per_text = np.asarray([position[key] for key in keys], dtype=np.int64)
+    return torch.from_numpy(per_text[codes]), names, why
 
 
-def spelling(cells: list[str], flags: list[int], side: int) -> str:
+def spelling(texts: list[str], flags: np.ndarray, counts: np.ndarray, side: int) -> str:
     """The commonest spelling of one side (0: no, 1: yes) of a yes/no column, as its class name."""
-    counts: dict[str, int] = {}
-    for cell, flag in zip(cells, flags, strict=True):
-        if flag == side:
-            counts[cell] = counts.get(cell, 0) + 1
-    return max(sorted(counts), key=lambda name: counts[name]) if counts else ("no", "yes")[side]
+    spellings = [i for i in range(len(texts)) if flags[i] == side]
+    if not spellings:
+        return ("no", "yes")[side]
+    best = max(sorted(spellings, key=lambda i: texts[i]), key=lambda i: int(counts[i]))
+    return texts[best]
 
 
 def target_kind(
-    path: Path, name: str, cells: list[str], numbers: list[float] | None
+    path: Path, name: str, texts: list[str], numbers: Sequence[float | None] | None, rows: int
 ) -> tuple[str, str]:
     """``class`` or ``value`` for ``data.target_kind=auto`` from the column's evidence, and
-    the evidence in words.
+    the evidence in words, from the column's distinct ``texts``, their ``numbers`` (None: not
+    all are numbers) and its count of ``rows``.
 
     Texts are classes, numbers with a fraction a regression. Whole numbers are classes when
     few distinct values each cover several rows, a regression when there are many
@@ -254,12 +256,12 @@ def target_kind(
     """
     if numbers is None:
         return "class", "it holds texts"
-    if not all(float(n).is_integer() for n in numbers):
+    if not all(n is not None and float(n).is_integer() for n in numbers):
         return "value", "it holds numbers with a fraction"
-    distinct, rows = len(set(numbers)), len(numbers)
+    distinct = len(set(numbers))
     evidence = f"{distinct} distinct whole numbers among {rows} rows"
     few = distinct <= MAX_CLASSES and rows >= ROWS_PER_CLASS * distinct
-    if any(mark in cell.lower() for cell in cells for mark in (".", "e")):
+    if any(mark in text.lower() for text in texts for mark in (".", "e")):
         if not few:
             return "value", f"{evidence}, written as reals (e.g. 1.0)"
         evidence += ", written as reals (e.g. 1.0)"  # few values, yet reals: unclear

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..cli.errors import UserError, inert
-from .cells import FORMATS, GROUPED, PLAIN, UNIT, infer_format, is_gap, parse
+from .cells import FORMATS, GROUPED, PLAIN, UNIT, infer_format, parse
+from .columns import Column, Numbers, Texts, as_column
 from .tables import column_index
 
 if TYPE_CHECKING:
@@ -43,15 +44,15 @@ log = logging.getLogger(__name__)
 NUMBER, CATEGORY = "number", "category"
 MAX_CATEGORIES = 1000  # more distinct texts than this in a column: an id or free text
 MIN_ID_VALUES = 20  # ... and so is a column of more, most rows holding a text of their own
-Column = dict[str, Any]
+Encoding = dict[str, Any]  # one column's: {"name": ..., "kind": "number", "fill": ...}
 
 
 def infer_columns(
     source: Path | str,
-    cells: Mapping[str, list[str]],
+    cells: Mapping[str, Column | Sequence[str]],
     train: Sequence[int],
     keep_constant: bool = False,
-) -> list[Column]:
+) -> list[Encoding]:
     """Each column's encoding, from the evidence of its cells (``cells.py``) and the train
     split's rows (``train``): fills and categories are learnt from those only.
 
@@ -59,43 +60,30 @@ def infer_columns(
     (the user listed the columns). Every problem of the table is collected and reported in
     one error, one line per column.
     """
-    columns: list[Column] = []
+    rows = np.asarray(train, dtype=np.int64)
+    columns: list[Encoding] = []
     problems: list[str] = []
     dropped: list[str] = []
-    for name, values in cells.items():
-        fmt, problem = infer_format(values)
+    for name, given in cells.items():
+        column = as_column(given)
+        fmt, problem = (PLAIN, None) if isinstance(column, Numbers) else infer_format(column.texts)
         if problem is not None:
             problems.append(f"column '{name}' {problem}")
             continue
-        seen = [values[row].strip() for row in train]
-        present = [cell for cell in seen if not is_gap(cell)]
-        whole = {cell.strip() for cell in values}
-        if len(whole) == 1 and not is_gap(next(iter(whole))) and not keep_constant:
+        if isinstance(column, Texts) and fmt is None:
+            constant = len(column.texts) == 1 and not column.gaps()[0]
+            encoded, problem = category(column, rows)
+        else:
+            values, gaps = number_values(column, fmt or PLAIN)
+            constant = is_constant(values, gaps)
+            encoded, problem = number(values, gaps, rows, fmt or PLAIN)
+        if constant and not keep_constant:
             dropped.append(name)
             continue
-        if fmt is not None:
-            numbers = [parse(cell, fmt) for cell in present]
-            finite = [n for n in numbers if n is not None and math.isfinite(n)]
-            if not finite:
-                problems.append(
-                    f"column '{name}' has no value in the train split's rows; fill it, or "
-                    "leave it out with data.features=[...]"
-                )
-                continue
-            fill = float(np.mean(np.asarray(finite, dtype=np.float64)))
-            column = {"name": name, "kind": NUMBER, "fill": fill, "flag": len(present) < len(seen)}
-            columns.append(column if fmt == PLAIN else {**column, "format": fmt})
-            continue
-        categories = sorted(set(present))
-        many = len(categories) > MIN_ID_VALUES and len(categories) > 0.5 * len(seen)
-        if len(categories) > MAX_CATEGORIES or many:
-            problems.append(
-                f"column '{name}' holds {len(categories)} distinct texts among {len(seen)} "
-                f"train rows (e.g. '{inert(categories[0])}'): an id or free text, not a "
-                "category; leave it out with data.features=[...]"
-            )
-            continue
-        columns.append({"name": name, "kind": CATEGORY, "values": categories})
+        if problem is not None:
+            problems.append(f"column '{name}' {problem}")
+        else:
+            columns.append({"name": name, **encoded})
     if dropped:
         log.info(
             "table %s: constant column(s) dropped (one value in every row, nothing to learn): %s",
@@ -108,34 +96,62 @@ def infer_columns(
     return columns
 
 
-def number_columns(
-    source: Path | str,
-    names: Sequence[str],
-    numbers: np.ndarray,
-    train: Sequence[int],
-    keep_constant: bool = False,
-) -> list[Column]:
-    """:func:`infer_columns` for columns of plain finite numbers only (``numbers`` (N, C)):
-    the fill is the train rows' mean; a constant column is dropped with a line."""
-    columns, dropped = [], []
-    rows = np.asarray(train, dtype=np.int64)
-    for position, name in enumerate(names):
-        values = numbers[:, position]
-        if not keep_constant and values.min() == values.max():
-            dropped.append(name)
-            continue
-        fill = float(values[rows].mean()) if len(rows) else float(values.mean())
-        columns.append({"name": name, "kind": NUMBER, "fill": fill, "flag": False})
-    if dropped:
-        log.info(
-            "table %s: constant column(s) dropped (one value in every row, nothing to learn): %s",
-            Path(str(source)).name,
-            ", ".join(dropped),
+def number_values(column: Column, fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """A number column's values (NaN at gaps) and gaps, each row read in format ``fmt``."""
+    if isinstance(column, Numbers):
+        return column.values, column.gaps
+    gap = column.gaps()
+    parsed = [math.nan if gap[i] else parse(text, fmt) for i, text in enumerate(column.texts)]
+    values = np.asarray([math.nan if v is None else v for v in parsed], dtype=np.float64)
+    return values[column.codes], gap[column.codes]
+
+
+def is_constant(values: np.ndarray, gaps: np.ndarray) -> bool:
+    """One value in every row, no gap."""
+    return bool(len(values)) and not gaps.any() and bool(values.min() == values.max())
+
+
+def number(
+    values: np.ndarray, gaps: np.ndarray, rows: np.ndarray, fmt: str
+) -> tuple[Encoding, str | None]:
+    """A number column's encoding: the train rows' mean fills its gaps."""
+    train = values[rows][~gaps[rows]]
+    finite = train[np.isfinite(train)]
+    if not len(finite):
+        return {}, (
+            "has no value in the train split's rows; fill it, or leave it out with "
+            "data.features=[...]"
         )
-    return columns
+    fill = float(finite.mean())
+    encoded = {"kind": NUMBER, "fill": fill, "flag": bool(gaps[rows].any())}
+    return (encoded if fmt == PLAIN else {**encoded, "format": fmt}), None
 
 
-def encoded_names(columns: Sequence[Column]) -> tuple[str, ...]:
+def category(column: Texts, rows: np.ndarray) -> tuple[Encoding, str | None]:
+    """A text column's encoding: one feature per value the train rows hold."""
+    gap = column.gaps()
+    held = np.unique(column.codes[rows])
+    values = sorted(column.texts[code] for code in held.tolist() if not gap[code])
+    many = len(values) > MIN_ID_VALUES and len(values) > 0.5 * len(rows)
+    if len(values) > MAX_CATEGORIES or many:
+        return {}, (
+            f"holds {len(values)} distinct texts among {len(rows)} train rows (e.g. "
+            f"'{inert(values[0])}'): an id or free text, not a category; leave it out with "
+            "data.features=[...]"
+        )
+    return {"kind": CATEGORY, "values": values}, None
+
+
+def text_columns(columns: Sequence[Encoding]) -> list[str]:
+    """The columns of a stored encoding that must be read as texts (all but plain numbers)."""
+    return [
+        column["name"]
+        for column in columns
+        if column["kind"] != NUMBER or column.get("format", PLAIN) != PLAIN
+    ]
+
+
+def encoded_names(columns: Sequence[Encoding]) -> tuple[str, ...]:
     """The name of each feature the model takes, in order."""
     names: list[str] = []
     for column in columns:
@@ -149,38 +165,55 @@ def encoded_names(columns: Sequence[Column]) -> tuple[str, ...]:
 
 
 def encode(
-    columns: Sequence[Column], cells: Mapping[str, list[str]], source: Path | str
+    columns: Sequence[Encoding],
+    cells: Mapping[str, Column | Sequence[str]],
+    source: Path | str,
 ) -> np.ndarray:
-    """The model's float32 inputs ``(N, features)`` for raw cells (one list per column)."""
+    """The model's float32 inputs ``(N, features)`` for raw cells (one column each)."""
     count = len(next(iter(cells.values()))) if cells else 0
-    parts: list[np.ndarray] = []
-    for column in columns:
-        name, values = column["name"], cells[column["name"]]
-        if column["kind"] == NUMBER:
-            fmt = column.get("format", PLAIN)
-            value, gap = number_feature(source, name, values, column["fill"], fmt)
-            parts.append(value)
-            if column["flag"]:
-                parts.append(gap.astype(np.float32))
+    out = np.empty((count, len(encoded_names(columns))), dtype=np.float32)
+    start = 0
+    for encoding in columns:
+        name, column = encoding["name"], as_column(cells[encoding["name"]])
+        if encoding["kind"] == NUMBER:
+            fmt = encoding.get("format", PLAIN)
+            value, gap = number_feature(source, name, column, encoding["fill"], fmt)
+            out[:, start] = value
+            start += 1
+            if encoding["flag"]:
+                out[:, start] = gap
+                start += 1
         else:
-            position = {category: i for i, category in enumerate(column["values"])}
-            onehot = np.zeros((count, len(position)), dtype=np.float32)
-            unseen: dict[str, int] = {}
-            rows: list[int] = []
-            for row, cell in enumerate(values):
-                index = position.get(cell.strip())  # a gap or an unseen value: all zeros
-                if index is not None:
-                    onehot[row, index] = 1.0
-                elif not is_gap(cell):
-                    unseen[cell.strip()] = unseen.get(cell.strip(), 0) + 1
-                    rows.append(row)
-            if unseen:
-                warn_unseen(source, name, unseen)
-                collector = _UNSEEN.get()
-                if collector is not None:
-                    collector.update(rows)
-            parts.append(onehot)
-    return np.column_stack(parts).astype(np.float32) if parts else np.zeros((count, 0))
+            width = len(encoding["values"])
+            one_hot(source, name, column, encoding["values"], out[:, start : start + width])
+            start += width
+    return out
+
+
+def one_hot(
+    source: Path | str, name: str, column: Column, values: Sequence[str], out: np.ndarray
+) -> None:
+    """A category column as one feature per trained value, written into ``out`` (N, values);
+    a gap or an unseen value is all zeros (unseen ones are said, and collected for serve's
+    answer)."""
+    if isinstance(column, Numbers):  # read_columns(texts=...) reads stored categories as texts
+        raise ValueError(f"category column '{name}' was read as numbers")
+    texts = column
+    position = {value: i for i, value in enumerate(values)}
+    gap = texts.gaps()
+    index = np.asarray([position.get(text, -1) for text in texts.texts], dtype=np.int64)
+    per_row = index[texts.codes] if len(index) else np.zeros(0, dtype=np.int64)
+    out[:] = 0.0
+    known = np.flatnonzero(per_row >= 0)
+    out[known, per_row[known]] = 1.0
+    unseen_texts = (index < 0) & ~gap
+    if unseen_texts.any():
+        unseen_rows = np.flatnonzero(unseen_texts[texts.codes])
+        counts = np.bincount(texts.codes[unseen_rows], minlength=len(index))
+        warn_unseen(source, name, {texts.texts[i]: int(counts[i]) for i in np.flatnonzero(counts)})
+        collector = _UNSEEN.get()
+        if collector is not None:
+            collector.update(unseen_rows.tolist())
 
 
 _UNSEEN: ContextVar[set[int] | None] = ContextVar("unseen_rows", default=None)
@@ -200,7 +233,7 @@ def unseen_rows() -> Iterator[set[int]]:
 
 def warn_unseen(source: Path | str, name: str, unseen: dict[str, int]) -> None:
     """Say which values of a category column the train split never held (all zeros)."""
-    shown = ", ".join(f"'{value}'" for value in sorted(unseen)[:5])
+    shown = ", ".join(f"'{inert(value)}'" for value in sorted(unseen)[:5])
     more = f" and {len(unseen) - 5} more" if len(unseen) > 5 else ""
     log.warning(
         "%s column '%s': %d row(s) hold values the train split never held (%s%s); they "
@@ -214,30 +247,38 @@ def warn_unseen(source: Path | str, name: str, unseen: dict[str, int]) -> None:
 
 
 def number_feature(
-    source: Path | str, name: str, values: list[str], fill: float, fmt: str = PLAIN
+    source: Path | str, name: str, column: Column, fill: float, fmt: str = PLAIN
 ) -> tuple[np.ndarray, np.ndarray]:
     """A number column as float32 with its gaps filled, and where the gaps were."""
-    out = np.empty(len(values), dtype=np.float32)
-    gaps = np.zeros(len(values), dtype=bool)
-    for row, text in enumerate(values):
-        cell = text.strip()
-        if is_gap(cell):
-            out[row], gaps[row] = fill, True
-            continue
-        number = parse(cell, fmt)
-        if number is None:
+    if isinstance(column, Numbers) and fmt != PLAIN:  # see text_columns
+        raise ValueError(f"{fmt} column '{name}' was read as plain numbers")
+    if isinstance(column, Texts):
+        gap = column.gaps()
+        parsed = [None if gap[i] else parse(text, fmt) for i, text in enumerate(column.texts)]
+        bad = next((i for i, v in enumerate(parsed) if v is None and not gap[i]), None)
+        if bad is not None:
             raise UserError(
-                f"{source} column '{name}' row {row + 1} holds '{inert(cell)}', not a number"
-                f"{'' if fmt == PLAIN else f' ({fmt})'}; the model was trained on numbers "
-                "there (leave the cell empty for a gap)"
+                f"{source} column '{name}' row {column.row_of(bad) + 1} holds "
+                f"'{inert(column.texts[bad])}', not a number{'' if fmt == PLAIN else f' ({fmt})'}"
+                "; the model was trained on numbers there (leave the cell empty for a gap)"
             )
-        out[row] = number
-        if not math.isfinite(float(out[row])):
-            raise UserError(f"{source} column '{name}' row {row + 1} is {cell}; use finite numbers")
+        per_text = np.asarray([fill if v is None else v for v in parsed], dtype=np.float64)
+        values, gaps = per_text[column.codes], gap[column.codes]
+    else:
+        values, gaps = np.where(column.gaps, fill, column.values), column.gaps
+    with np.errstate(over="ignore"):
+        out = values.astype(np.float32)
+    infinite = np.flatnonzero(~np.isfinite(out))
+    if len(infinite):
+        row = int(infinite[0])
+        raise UserError(
+            f"{source} column '{name}' row {row + 1} is {values[row]}; use finite numbers "
+            "(within float32's range, about 3.4e38)"
+        )
     return out, gaps
 
 
-def describe(columns: Sequence[Column]) -> list[str]:
+def describe(columns: Sequence[Encoding]) -> list[str]:
     """What was inferred, one line per kind of column: each column named once."""
     numbers = [c for c in columns if c["kind"] == NUMBER]
     flagged = [c["name"] for c in numbers if c["flag"]]

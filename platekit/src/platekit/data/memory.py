@@ -1,7 +1,7 @@
 """Will a table fit? The memory reading it needs, against what this process may use.
 
-Before a table is read, its size times what the reader holds per byte (measured: the general
-reader ~11x, numpy's reader of plain numbers ~1x plus the encoded copy), times the processes
+Before a table is read, its size times what reading and setting it up holds per byte at the
+peak (``READER``, measured), times the processes
 this machine runs (DDP ranks each read it), is compared with the least of: the cgroup's limit
 less its use, ``RLIMIT_AS`` less this process's address space, and the kernel's
 ``MemAvailable``. A table that cannot fit is refused in one line before anything is read,
@@ -15,8 +15,10 @@ from pathlib import Path
 from ..cli.errors import UserError
 from ..runtime.files import format_bytes
 
-GENERAL_READER = 12.0  # bytes held per byte of CSV: every cell a Python string (11.1 measured)
-NUMBER_READER = 3.0  # numpy's float64 columns, the float32 features and the targets' texts
+READER = 7.0  # bytes held per byte of CSV at the peak of reading, encoding and setting up:
+# measured 6.4x for 1,000,000 rows of short numbers and categories (one-hot columns make the
+# encoded features 1.3x the file, held raw and normalised), 2.2x for 3,000,000 rows of plain
+# numbers (tools/bench_tables.py)
 
 
 def available_bytes() -> tuple[int, str] | None:
@@ -61,7 +63,7 @@ def processes_here() -> int:
     return 1
 
 
-def check_memory(path: Path, per_byte: float = GENERAL_READER) -> None:
+def check_memory(path: Path, per_byte: float = READER) -> None:
     """Refuse, in one line, a table whose reading cannot fit in the memory this process may use."""
     try:
         size = path.stat().st_size

@@ -19,9 +19,13 @@ from lightning import LightningDataModule
 from torch.utils.data import DataLoader, TensorDataset
 
 from ..cli.errors import UserError
+from .cells import GROUPED, PLAIN, infer_format, parse
+from .columns import Texts, read_columns
+from .encoding import encode, text_columns
 from .info import DataInfo
 from .inputs import read_inputs, table_array
-from .tables import column_index, read_table
+from .memory import check_memory, out_of_memory
+from .tables import column_index, read_header, read_table
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +64,32 @@ def labelled_rows(settings: dict[str, Any], info: DataInfo) -> tuple[np.ndarray,
     """Raw inputs (as predict reads them), targets, and the source's name."""
     if settings.get("path") and info.feature_names:
         path = Path(str(settings["path"]))
-        header, rows = read_table(path)
-        inputs = table_array(header, rows, info, path)
         name = str(settings.get("target", "target"))
-        cells = [row[column_index(path, header, [name])[name]].strip() for row in rows]
-        return inputs, targets_of(cells, info, f"{path} column '{name}'"), str(path)
+        if not info.table_columns:  # a checkpoint from before columns were typed: plain numbers
+            header, rows = read_table(path)
+            inputs = table_array(header, rows, info, path)
+            cells = [row[column_index(path, header, [name])[name]].strip() for row in rows]
+            return inputs, targets_of(cells, info, f"{path} column '{name}'"), str(path)
+        header = read_header(path)
+        names = [column["name"] for column in info.table_columns]
+        missing = [column for column in [*names, name] if column not in header]
+        if missing:
+            raise UserError(
+                f"{path} lacks the column(s) {', '.join(missing)}; new_data=true needs the "
+                f"model's columns ({', '.join(names)}) and the target column (data.target)"
+            )
+        column_index(path, header, [*names, name])
+        check_memory(path)
+        try:
+            texts = [name, *text_columns(info.table_columns)]
+            columns = read_columns(path, header, [*names, name], texts)
+        except MemoryError:
+            raise out_of_memory(path) from None
+        target = columns.pop(name)
+        assert isinstance(target, Texts)
+        inputs = encode(info.table_columns, columns, path).reshape(len(target), *info.input_shape)
+        per_text = targets_of(target.texts, info, f"{path} column '{name}'")
+        return inputs, per_text[torch.from_numpy(target.codes).long()], str(path)
     if settings.get("root") and len(info.input_shape) == 3:
         root = Path(str(settings["root"]))
         folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
@@ -84,13 +109,15 @@ def labelled_rows(settings: dict[str, Any], info: DataInfo) -> tuple[np.ndarray,
 
 
 def targets_of(cells: list[str], info: DataInfo, source: str) -> torch.Tensor:
-    """Class indices by the checkpoint's class names, or float values."""
+    """Class indices by the checkpoint's class names, or float values (read as training
+    reads a target: plain, or thousands grouped by threes)."""
     if info.target_kind != "class":
-        try:
-            return torch.tensor([float(cell) for cell in cells], dtype=torch.float32)
-        except ValueError:
-            bad = next(cell for cell in cells if not is_number(cell))
-            raise UserError(f"{source} holds {bad!r}, not a number; give numeric targets") from None
+        fmt, _ = infer_format(cells)
+        values = [parse(cell.strip(), fmt if fmt in (PLAIN, GROUPED) else PLAIN) for cell in cells]
+        bad = next((cell for cell, value in zip(cells, values, strict=True) if value is None), None)
+        if bad is not None:
+            raise UserError(f"{source} holds {bad!r}, not a number; give numeric targets")
+        return torch.tensor(values, dtype=torch.float32)
     index = {name: i for i, name in enumerate(info.class_names)}
     unknown = sorted({cell for cell in cells if cell not in index})
     if unknown:
@@ -99,11 +126,3 @@ def targets_of(cells: list[str], info: DataInfo, source: str) -> torch.Tensor:
             f"({', '.join(map(repr, unknown[:3]))}); it knows {list(info.class_names)[:10]}"
         )
     return torch.tensor([index[cell] for cell in cells], dtype=torch.int64)
-
-
-def is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True

@@ -27,7 +27,7 @@ def training_range(train: np.ndarray, varying: bool = False) -> dict[str, Any]:
     ``(N, *input_shape)``; empty for sequences or no rows."""
     if varying or len(train) == 0:
         return {}
-    values = np.asarray(train, dtype=np.float64)
+    values = np.asarray(train)  # min and max are exact in the inputs' own type: no copy
     axes: tuple[int, ...]
     if values.ndim == 2:
         per, axes = FEATURE, (0,)

@@ -1,0 +1,214 @@
+"""A table's columns, read in blocks at C speed and held compactly.
+
+pyarrow tokenises the CSV (quotes, embedded newlines, ``.gz``) block by block; nothing holds
+a Python string per cell. Each column comes back in one of two forms:
+
+- :class:`Numbers`: every cell a plain number or a gap, parsed by Arrow (float64, with the
+  gaps marked). Arrow's parser reads only texts Python's ``float`` reads, to the same value
+  (tests/test_table_columns.py); a column it refuses (``1,500``, `` 1.5``, a date, a text)
+  is read again as texts, so the meaning of a cell is always ``cells.py``'s.
+- :class:`Texts`: each distinct (stripped) text once and an int32 code per row.
+
+``encoding.py`` types and encodes both with the one parser of ``cells.py``; predict and serve
+build :class:`Texts` from their few rows (``Texts.of``).
+"""
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cli.errors import UserError
+from .cells import GAPS, is_gap
+
+# malloc for Arrow's buffers, before pyarrow is imported: its default, jemalloc, reserves
+# ~1.2 GiB of address space at first use (a run under `ulimit -v` then fails in OpenBLAS).
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
+BLOCK_BYTES = 4 << 20  # Arrow reads this much text at a time (more: no faster, more memory)
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+SPACES = " \t"  # trimmed by Arrow before parsing: characters str.strip() trims too
+
+
+@dataclass(frozen=True)
+class Texts:
+    """A column as its distinct stripped texts and, per row, the index of its text."""
+
+    texts: list[str]
+    codes: np.ndarray  # int32 (rows,)
+
+    @classmethod
+    def of(cls, cells: Iterable[str]) -> "Texts":
+        index: dict[str, int] = {}
+        codes = [index.setdefault(cell.strip(), len(index)) for cell in cells]
+        return cls(list(index), np.asarray(codes, dtype=np.int32))
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def gaps(self) -> np.ndarray:
+        """Per text, whether it is a gap (an empty cell, ``NA``, ``null``, ...)."""
+        return np.asarray([is_gap(text) for text in self.texts], dtype=bool)
+
+    def row_of(self, text: int) -> int:
+        """The first row (from 0) that holds text number ``text``."""
+        return int(np.flatnonzero(self.codes == text)[0])
+
+    def cells(self) -> list[str]:
+        """Every row's text (for a target column's few distinct values, or small inputs)."""
+        return [self.texts[code] for code in self.codes.tolist()]
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """A column whose every cell is a plain number or a gap: the values, NaN at a gap."""
+
+    values: np.ndarray  # float64 (rows,)
+    gaps: np.ndarray  # bool (rows,)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+Column = Texts | Numbers
+
+
+def as_column(cells: Column | Sequence[str]) -> Column:
+    return cells if isinstance(cells, Texts | Numbers) else Texts.of(cells)
+
+
+def read_columns(
+    path: Path, header: list[str], names: Sequence[str], texts: Sequence[str] = ()
+) -> dict[str, Column]:
+    """The columns ``names`` of the CSV table at ``path`` (its ``header`` read already), as
+    :class:`Numbers` where every cell is a plain number or a gap, else :class:`Texts`; the
+    columns in ``texts`` always as :class:`Texts`.
+
+    A file Arrow cannot read (a row of the wrong length, bytes that are not UTF-8) is read by
+    the standard library's reader, whose line names the row; ``MemoryError`` passes up.
+    """
+    return_freed_memory()
+    index = {name: header.index(name) for name in names}
+    pending: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {
+        name: [] for name in names if name not in texts
+    }
+    refused: set[str] = set()
+    for batch in batches(path, header, [index[name] for name in pending]) if pending else ():
+        for name in list(pending):
+            parsed = parse_numbers(batch.column(f"c{index[name]}"))
+            if parsed is None:
+                refused.add(name)
+                del pending[name]
+            else:
+                pending[name].append(parsed)
+    columns: dict[str, Column] = {}
+    for name in list(pending):
+        parts = pending.pop(name)  # freed column by column: no second copy of the table
+        values = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0)
+        gaps = np.concatenate([part[1] for part in parts]) if parts else np.zeros(0, bool)
+        del parts
+        columns[name] = Numbers(values, gaps)
+    as_texts = [name for name in names if name in texts or name in refused]
+    if as_texts:
+        coders = {name: TextCoder() for name in as_texts}
+        for batch in batches(path, header, [index[name] for name in as_texts], dictionary=True):
+            for name in as_texts:
+                coders[name].add(batch.column(f"c{index[name]}"))
+        columns.update({name: coders[name].column() for name in as_texts})
+    return {name: columns[name] for name in names}
+
+
+def return_freed_memory() -> None:
+    """Have glibc's malloc serve blocks of 64 KiB and more from the kernel and give them back
+    when freed: by default the threshold rises as blocks are freed, and freed blocks stay in
+    the heap between the table's columns (measured: 869 MiB peak reading the 3,000,000-row
+    benchmark table, 511 MiB with this). A no-op where the C library is not glibc."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, 64 << 10)
+    except (OSError, AttributeError):
+        pass
+
+
+def batches(
+    path: Path, header: list[str], wanted: list[int], dictionary: bool = False
+) -> Iterator[Any]:
+    """The table's rows in Arrow record batches of the ``wanted`` columns (``c<index>``), every
+    cell a string (``dictionary``: dictionary-encoded per batch)."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    names = [f"c{i}" for i in range(len(header))]
+    kind = pa.dictionary(pa.int32(), pa.string()) if dictionary else pa.string()
+    include = [names[i] for i in wanted]
+    read = (
+        pcsv.ReadOptions(  # one thread: no malloc arena per thread (64 MiB of address space each)
+            column_names=names, skip_rows=1, block_size=BLOCK_BYTES, use_threads=False
+        )
+    )
+    parse = pcsv.ParseOptions(newlines_in_values=True)
+    convert = pcsv.ConvertOptions(
+        column_types={name: kind for name in include}, include_columns=include,
+        null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False,
+    )  # fmt: skip
+    try:
+        stream = pa.input_stream(str(path), compression="detect")
+        with pcsv.open_csv(stream, read, parse, convert) as reader:
+            yield from reader
+    except pa.ArrowInvalid as error:
+        raise reread_error(path, error) from None
+
+
+def reread_error(path: Path, error: Exception) -> UserError:
+    """The standard library reader's line for a table Arrow refused (it names the row)."""
+    from .tables import read_table
+
+    try:
+        read_table(path)
+    except UserError as named:
+        return named
+    return UserError(f"data.path '{path}' is not a readable CSV file ({error})")
+
+
+def parse_numbers(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """Values (NaN at gaps) and gaps of an Arrow string array, or None if a cell that is not
+    a gap is not a plain number to Arrow (the column is then read as texts)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    trimmed = pc.utf8_trim(strings, characters=SPACES)
+    gaps = pc.is_in(pc.utf8_lower(trimmed), value_set=pa.array(sorted(GAPS)))
+    if pc.any(pc.match_substring(trimmed, "_")).as_py():  # 1_000: float reads it, we do not
+        return None
+    try:
+        values = pc.cast(pc.if_else(gaps, "nan", trimmed), pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    gap = gaps.to_numpy(zero_copy_only=False)
+    return values.to_numpy(zero_copy_only=False).copy(), np.asarray(gap, dtype=bool)
+
+
+class TextCoder:
+    """Codes a column's texts batch by batch: one table of distinct stripped texts."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.parts: list[np.ndarray] = []
+
+    def add(self, encoded: Any) -> None:
+        mapping = np.asarray(
+            [self.index.setdefault(text.strip(), len(self.index)) for text in
+             encoded.dictionary.to_pylist()], dtype=np.int32,
+        )  # fmt: skip
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        self.parts.append(mapping[indices] if len(mapping) else indices.astype(np.int32))
+
+    def column(self) -> Texts:
+        codes = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.int32)
+        return Texts(list(self.index), codes)
