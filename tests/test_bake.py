@@ -21,6 +21,7 @@ EXPECTED_FILES = {
     "Makefile",
     "README.md",
     "environment.yml",
+    "pip.lock",
     "pyproject.toml",
     "requirements-dev.txt",
     "requirements.lock",
@@ -32,8 +33,13 @@ EXPECTED_FILES = {
     "scripts/lock.py",
     "scripts/slurm.sbatch",
     "scripts/sweep.sbatch",
+    "scripts/setup.sh",
+    "scripts/torch_variant.py",
     "scripts/torchrun.sh",
-    "vendor/platekit-0.3.1-py3-none-any.whl",
+    *(
+        f"vendor/{wheel.name}"
+        for wheel in (TEMPLATE / "{{cookiecutter.project_slug}}" / "vendor").glob("*.whl")
+    ),
     "vendor/platekit.txt",
     "configs/bench.yaml",
     "configs/callbacks/default.yaml",
@@ -191,6 +197,11 @@ def test_license_choice(tmp_path: Path, license_name: str, first_line: str) -> N
     declared = tomllib.loads((project / "pyproject.toml").read_text())["project"]["license"]
     expected = "LicenseRef-Proprietary" if license_name == "Proprietary" else license_name
     assert declared == expected
+    if license_name == "Apache-2.0":  # the whole license, not only the notice of its appendix
+        text = (project / "LICENSE").read_text()
+        assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+        assert "9. Accepting Warranty or Additional Liability." in text
+        assert text.count("\n") > 200
 
 
 def test_baking_again_over_the_same_folder_is_safe(tmp_path: Path) -> None:

@@ -39,7 +39,11 @@ def test_default_training_reaches_95_percent(default_project: Path, tmp_path: Pa
     assert metrics["best"]["val/acc"] >= metrics["final"]["val/acc"]
     plots = {p.name: p.stat().st_size for p in (run_dir / "plots").iterdir()}
     assert set(plots) == {
-        "loss.png", "accuracy.png", "learning_rate.png", "confusion_matrix.png", "per_class.png"
+        "loss.png",
+        "accuracy.png",
+        "learning_rate.png",
+        "confusion_matrix.png",
+        "per_class.png",
     }
     assert min(plots.values()) > 10_000
 

@@ -118,7 +118,9 @@ def test_bench_runs_and_reports_every_figure(default_project: Path, tmp_path: Pa
         r"target >= 0\.97: inconclusive",
         result.stdout,
     )
-    assert re.search(r"above import lightning +-?\d+\.\d\d s \(target <= 1\.5 s: (met|missed)\)", result.stdout)
+    assert re.search(
+        r"above import lightning +-?\d+\.\d\d s \(target <= 1\.5 s: (met|missed)\)", result.stdout
+    )
     assert "precision: " not in result.stdout  # once, in the table's first line, not per fit
     assert "project / plain loop" in result.stdout and "(information:" in result.stdout
     assert f"bench.json: {run_dir.resolve() / 'bench.json'}" in result.stdout

@@ -80,7 +80,9 @@ def test_combination_bakes_and_lints(
 
 
 @pytest.mark.parametrize("logger", ["wandb", "mlflow"])
-def test_logger_bake_passes_its_whole_suite_and_the_kits_logger_tests(logger: str, tmp_path: Path) -> None:
+def test_logger_bake_passes_its_whole_suite_and_the_kits_logger_tests(
+    logger: str, tmp_path: Path
+) -> None:
     project = bake(tmp_path, logger=logger)
     result = python_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider")  # all of it
     assert result.returncode == 0, tail(result)

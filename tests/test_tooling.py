@@ -1,6 +1,7 @@
 """The tooling a baked project ships passes on a fresh bake: workflows, Dockerfile, pins,
 pre-commit. Workflows are checked against GitHub's schema and by zizmor, offline."""
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -132,8 +133,20 @@ def test_make_lock_regenerates_a_complete_lock(tmp_path: Path) -> None:
     result = run("make", "lock", f"PYTHON={sys.executable}", cwd=project)
     assert result.returncode == 0, tail(result)
     text = (project / "requirements.lock").read_text()
-    assert text.startswith("# Every package requirements-dev.txt pulls in, pinned.")
+    assert text.startswith("# Every package requirements-dev.txt pulls in, pinned with the sha256")
     lock = pins(project / "requirements.lock")
+    packages = [line for line in text.splitlines() if line[:1].isalnum()]
+    assert packages and all(" --hash=sha256:" in line for line in packages)  # every one hashed
+    torch_line = next(line for line in packages if line.startswith("torch=="))
+    local = (
+        hashlib.sha256(
+            Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").read_bytes()
+        ).hexdigest()
+        if Path("/opt/wheels").is_dir()
+        else None
+    )
+    if local is not None:  # the CPU build this machine installs is the one the lock pins
+        assert f"--hash=sha256:{local}" in torch_line
     assert list(lock) == sorted(lock)
     for name in ("requirements.txt", "requirements-dev.txt"):
         for package, version in pins(project / name).items():
@@ -173,7 +186,9 @@ def test_mypy_config_exempts_no_project_code(default_project: Path) -> None:
         assert settings[strict] is True, strict
     assert "ignore_errors" not in settings and "ignore_missing_imports" not in settings
     for override in settings.get("overrides", []):
-        modules = [override["module"]] if isinstance(override["module"], str) else override["module"]
+        modules = (
+            [override["module"]] if isinstance(override["module"], str) else override["module"]
+        )
         assert set(override) == {"module", "ignore_missing_imports"}, override  # nothing else
         assert not [m for m in modules if m.split(".")[0] == "digits_classifier"], modules
     # In the code: only `# type: ignore[code]`, each for a third-party typing gap.

@@ -17,20 +17,6 @@ from conftest import TEMPLATE, bake, tail
 BAKED = TEMPLATE / "{{cookiecutter.project_slug}}"
 VENDOR = BAKED / "vendor"
 KIT = tomllib.loads((TEMPLATE / "platekit" / "pyproject.toml").read_text())["project"]
-WHEEL = VENDOR / f"platekit-{KIT['version']}-py3-none-any.whl"
-
-
-def build_wheel(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(TEMPLATE / "tools" / "build_wheel.py"), *args],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-
-
-def test_the_committed_wheel_is_a_fresh_build_of_platekit_src() -> None:
-    result = build_wheel("--check")
-    assert result.returncode == 0, tail(result)
-    assert sorted(p.name for p in VENDOR.glob("*.whl")) == [WHEEL.name]
 
 
 def load_builder() -> ModuleType:
@@ -42,6 +28,24 @@ def load_builder() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def build_wheel(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(TEMPLATE / "tools" / "build_wheel.py"), *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+BUILDER = load_builder()
+VERSION = BUILDER.project()["version"]  # the wheel's: a development build names its source
+WHEEL = VENDOR / f"platekit-{VERSION}-py3-none-any.whl"
+
+
+def test_the_committed_wheel_is_a_fresh_build_of_platekit_src() -> None:
+    result = build_wheel("--check")
+    assert result.returncode == 0, tail(result)
+    assert sorted(p.name for p in VENDOR.glob("*.whl")) == [WHEEL.name]
 
 
 def test_the_build_is_byte_identical_and_check_names_the_fix(
@@ -74,7 +78,7 @@ def test_the_build_is_byte_identical_and_check_names_the_fix(
 def test_the_wheel_is_pinned_by_its_sha256() -> None:
     digest = hashlib.sha256(WHEEL.read_bytes()).hexdigest()
     lines = (VENDOR / "platekit.txt").read_text().splitlines()
-    assert f"platekit=={KIT['version']} --hash=sha256:{digest}" in lines
+    assert f"platekit=={VERSION} --hash=sha256:{digest}" in lines
     assert "--no-index" in lines  # installed offline, from vendor/ alone
 
 
@@ -83,7 +87,7 @@ def test_the_wheel_holds_the_package_and_its_metadata_only() -> None:
         names = archive.namelist()
         texts = {name: archive.read(name).decode("utf-8") for name in names}
         infos = archive.infolist()
-    dist_info = f"platekit-{KIT['version']}.dist-info"
+    dist_info = f"platekit-{VERSION}.dist-info"
     assert {n for n in names if not n.startswith("platekit/")} == {
         f"{dist_info}/{file}" for file in ("METADATA", "WHEEL", "entry_points.txt", "RECORD")
     }
@@ -101,7 +105,7 @@ def test_the_wheel_holds_the_package_and_its_metadata_only() -> None:
     assert {info.date_time for info in infos} == {(1980, 1, 1, 0, 0, 0)}
     assert {info.external_attr >> 16 for info in infos} == {0o100644}
     metadata = texts[f"{dist_info}/METADATA"]
-    assert f"Version: {KIT['version']}\n" in metadata
+    assert f"Version: {VERSION}\n" in metadata
     assert f"Requires-Python: {KIT['requires-python']}\n" in metadata
     for requirement in KIT["dependencies"]:
         assert f"Requires-Dist: {requirement}\n" in metadata
@@ -125,7 +129,7 @@ def test_pip_installs_the_wheel_and_it_imports(tmp_path: Path) -> None:
     )  # fmt: skip
     assert found.returncode == 0, tail(found)
     version, location = found.stdout.split()
-    assert version == KIT["version"]
+    assert version == VERSION
     assert Path(location).is_relative_to(target)  # the wheel's copy, not platekit/src
     assert (target / "bin" / "platekit").is_file()  # the console script
 
@@ -178,3 +182,55 @@ def test_the_bakes_large_file_hook_leaves_the_wheel_alone() -> None:
     config = (BAKED / ".pre-commit-config.yaml").read_text()
     hook = config[config.index("id: check-added-large-files") :].split("- id:")[0]
     assert "exclude: ^vendor/" in hook
+
+
+def copy_of_platekit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The builder pointed at a copy of platekit/ (source, pyproject, README, CHANGELOG)."""
+    import shutil
+
+    kit = tmp_path / "platekit"
+    shutil.copytree(TEMPLATE / "platekit" / "src", kit / "src")
+    for name in ("pyproject.toml", "README.md", "CHANGELOG.md"):
+        shutil.copy(TEMPLATE / "platekit" / name, kit / name)
+    monkeypatch.setattr(BUILDER, "KIT", kit)
+    monkeypatch.setattr(BUILDER, "SOURCE", kit / "src" / "platekit")
+    monkeypatch.setattr(BUILDER, "CHANGELOG", kit / "CHANGELOG.md")
+    return kit
+
+
+def test_two_different_sources_never_share_a_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kit = copy_of_platekit(tmp_path, monkeypatch)
+    base = KIT["version"]
+    # Unreleased: each source builds as a development version holding its hash.
+    changelog = kit / "CHANGELOG.md"
+    changelog.write_text(BUILDER.RELEASED.sub("", changelog.read_text()))
+    first_name, first = BUILDER.build()
+    (kit / "src" / "platekit" / "data" / "cells.py").write_text(
+        (kit / "src" / "platekit" / "data" / "cells.py").read_text() + "\n# one change\n"
+    )
+    second_name, second = BUILDER.build()
+    assert first != second
+    assert first_name != second_name
+    assert first_name.startswith(f"platekit-{base}.dev0+src.")
+    assert second_name.startswith(f"platekit-{base}.dev0+src.")
+    # Released: the plain version, its hash recorded; a changed source is then refused.
+    monkeypatch.setattr(BUILDER, "VENDOR", tmp_path / "vendor")
+    monkeypatch.setattr(BUILDER, "HASHES", tmp_path / "vendor" / "platekit.txt")
+    pins = tmp_path / "requirements.txt"
+    pins.write_text("torch==2.13.0\nplatekit==0.0.1\n")
+    monkeypatch.setattr(BUILDER, "PINNED_IN", [pins])
+    assert BUILDER.main(["build_wheel.py", "--release"]) == 0
+    assert pins.read_text() == f"torch==2.13.0\nplatekit=={base}\n"  # every pin rewritten
+    assert sorted(p.name for p in (tmp_path / "vendor").glob("*.whl")) == [
+        f"platekit-{base}-py3-none-any.whl"
+    ]
+    assert f"wheel sha256 ({base}): " in changelog.read_text()
+    capsys.readouterr()
+    (kit / "src" / "platekit" / "data" / "cells.py").write_text("# another change\n")
+    assert BUILDER.main(["build_wheel.py"]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: platekit {base} was released as the wheel sha256 ")
+    assert line.endswith("raise the version in platekit/pyproject.toml (a development build "
+                         "then carries the source's hash)")  # fmt: skip

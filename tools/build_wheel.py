@@ -10,11 +10,21 @@ library only, no build backend and no network: the wheel is a zip of ``platekit/
 Entries are sorted, dated 1980-01-01 and stored uncompressed with mode 0644, so the bytes
 depend on the source alone (not on the clock, the umask or the machine's zlib). ``make wheel``
 runs it; a template test checks the committed wheel against a fresh build.
+
+One version string names one wheel. A version platekit/CHANGELOG.md records as released
+(``wheel sha256 (0.3.1): <hex>`` under its heading) builds as itself and must build those
+bytes: a changed source is refused until the version is raised. Any other version builds as a
+development version holding the source's hash, ``0.3.2.dev0+src.<12 hex>``, so two different
+sources never share one. ``--release`` builds the plain version and records its hash in the
+CHANGELOG. Each build rewrites the ``platekit==`` pins of the bake's requirements files.
+
+    python tools/build_wheel.py --release  # platekit <version>, its hash into CHANGELOG.md
 """
 
 import base64
 import hashlib
 import io
+import re
 import sys
 import tomllib
 import zipfile
@@ -25,14 +35,39 @@ KIT = TEMPLATE / "platekit"
 SOURCE = KIT / "src" / "platekit"
 VENDOR = TEMPLATE / "{{cookiecutter.project_slug}}" / "vendor"
 HASHES = VENDOR / "platekit.txt"
+CHANGELOG = KIT / "CHANGELOG.md"
+PINNED_IN = [VENDOR.parent / "requirements.txt", VENDOR.parent / "requirements.lock"]
+PIN = re.compile(r"^platekit==\S+( --hash=sha256:[0-9a-f]{64})?", re.M)
+RELEASED = re.compile(r"^wheel sha256 \((\S+)\): ([0-9a-f]{64})$", re.M)
 FIX = "run python tools/build_wheel.py and commit vendor/"
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can hold
 TAG = "py3-none-any"
 
 
-def project() -> dict:
-    """The ``[project]`` table of platekit's pyproject.toml."""
-    return tomllib.loads((KIT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+def project(release: bool = False) -> dict:
+    """The ``[project]`` table of platekit's pyproject.toml, its version the wheel's: the
+    plain version if released (or ``release``), else a development version of the source."""
+    meta = tomllib.loads((KIT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    if not release and meta["version"] not in released():
+        meta["version"] = f"{meta['version']}.dev0+src.{source_hash()[:12]}"
+    return meta
+
+
+def released() -> dict[str, str]:
+    """``{version: wheel sha256}`` of the releases the CHANGELOG records."""
+    text = CHANGELOG.read_text(encoding="utf-8") if CHANGELOG.is_file() else ""
+    return dict(RELEASED.findall(text))
+
+
+def source_hash() -> str:
+    """sha256 over the package's files, pyproject.toml and the README (the METADATA's body):
+    what a wheel is built from."""
+    digest = hashlib.sha256((KIT / "pyproject.toml").read_bytes())
+    readme = KIT / "README.md"
+    digest.update(readme.read_bytes() if readme.is_file() else b"")
+    for name, data in sources():
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
 
 
 def wheel_name(meta: dict) -> str:
@@ -100,9 +135,9 @@ def entry(name: str) -> zipfile.ZipInfo:
     return info
 
 
-def build() -> tuple[str, bytes]:
+def build(release: bool = False) -> tuple[str, bytes]:
     """The wheel's file name and bytes."""
-    meta = project()
+    meta = project(release)
     dist_info = f"{meta['name']}-{meta['version']}.dist-info"
     files = sources()
     files += [
@@ -147,9 +182,56 @@ def problems(name: str, data: bytes, version: str) -> list[str]:
     return found
 
 
+def refused_release(version: str, data: bytes) -> str | None:
+    """Why a released version may not name these bytes, or None."""
+    recorded = released().get(version)
+    built = hashlib.sha256(data).hexdigest()
+    if recorded is None or recorded == built:
+        return None
+    return (
+        f"platekit {version} was released as the wheel sha256 {recorded[:12]}... "
+        f"(CHANGELOG.md); this source builds another ({built[:12]}...): raise the version in "
+        "platekit/pyproject.toml (a development build then carries the source's hash)"
+    )
+
+
+def record_release(version: str, data: bytes) -> None:
+    """Write ``wheel sha256 (<version>): <hex>`` under the version's CHANGELOG heading."""
+    text = CHANGELOG.read_text(encoding="utf-8")
+    heading = re.search(rf"^## {re.escape(version)} .*$", text, re.M)
+    if heading is None:
+        raise SystemExit(f"error: CHANGELOG.md has no '## {version} (date)' heading; add one")
+    line = f"wheel sha256 ({version}): {hashlib.sha256(data).hexdigest()}"
+    if line not in text:
+        end = heading.end()
+        text = text[:end] + "\n\n" + line + text[end:]
+        CHANGELOG.write_text(text, encoding="utf-8")
+
+
+def rewrite_pins(version: str, data: bytes) -> None:
+    """Every ``platekit==`` pin of the bake's requirements files names this build (and, where
+    the pin carries a hash, as the lock's does, this build's hash)."""
+    digest = hashlib.sha256(data).hexdigest()
+
+    def pin(match: re.Match[str]) -> str:
+        return f"platekit=={version}" + (f" --hash=sha256:{digest}" if match.group(1) else "")
+
+    for path in PINNED_IN:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            new = PIN.sub(pin, text)
+            if new != text:
+                path.write_text(new, encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
-    name, data = build()
-    version = project()["version"]
+    release = "--release" in argv[1:]
+    name, data = build(release)
+    version = project(release)["version"]
+    refused = refused_release(version, data)
+    if refused is not None:
+        print(f"error: {refused}", file=sys.stderr)
+        return 1
     if "--check" in argv[1:]:
         found = problems(name, data, version)
         if found:
@@ -165,6 +247,9 @@ def main(argv: list[str]) -> int:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(content if isinstance(content, bytes) else content.encode())
         tmp.replace(path)
+    rewrite_pins(version, data)
+    if release:
+        record_release(version, data)
     print(f"wrote vendor/{name} ({len(data)} bytes) and vendor/platekit.txt")
     return 0
 

@@ -46,8 +46,18 @@ def index_options(path: Path) -> list[str]:
 
 
 def vendored_wheels(root: Path, lock: dict[str, str]) -> list[str]:
-    """One line per wheel of ``vendor/*.txt`` whose file, sha256 or version is not current."""
+    """One line per wheel of ``vendor/*.txt`` whose file, sha256 or version is not current
+    (the lock's line for it must carry the same sha256)."""
     problems = []
+    lock_hashes = (
+        {
+            normalise(match.group(1)): set(re.findall(r"--hash=sha256:([0-9a-f]{64})", line))
+            for line in (root / "requirements.lock").read_text().splitlines()
+            if (match := PIN.match(line)) and "--hash=" in line
+        }
+        if (root / "requirements.lock").is_file()
+        else {}
+    )
     for hashes in sorted((root / "vendor").glob("*.txt")):
         where = hashes.relative_to(root).as_posix()
         for line in hashes.read_text().splitlines():
@@ -63,6 +73,12 @@ def vendored_wheels(root: Path, lock: dict[str, str]) -> list[str]:
                 problems.append(
                     f"{where}: {wheels[0].name} has sha256 {actual[:12]}..., not the pinned "
                     f"{pinned[:12]}...; {WHEEL_FIX}"
+                )
+            locked_hash = lock_hashes.get(name)
+            if locked_hash is not None and pinned not in locked_hash:
+                problems.append(
+                    f"requirements.lock: {name}=={version} does not carry the sha256 "
+                    f"{pinned[:12]}... of {where}; {WHEEL_FIX}"
                 )
             if lock.get(name) != version:
                 problems.append(

@@ -19,10 +19,15 @@ import platform
 import re
 import subprocess
 import sys
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+INDEX = "https://pypi.org/simple"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# A lock line starting so names what could not be hashed; make setup prints it first.
+UNHASHED = "# unhashed: "
 SOURCE = "requirements-dev.txt"
 LOCK = ROOT / "requirements.lock"
 # pip options that say where packages come from; paths are relative to the file, and the
@@ -32,8 +37,9 @@ INDEX_OPTION = re.compile(r"^\s*(--find-links|--index-url|--extra-index-url|-f|-
 DIRECT_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)(?:.*#\s*held back:\s*(.+))?")
 
 
-def resolve(requirements: Path) -> dict[str, str]:
-    """``{name: version}`` of everything pip would install for ``requirements``."""
+def resolve(requirements: Path) -> dict[str, tuple[str, str]]:
+    """``{name: (version, sha256 of the file pip picked)}`` of everything pip would install
+    for ``requirements``."""
     command = [
         sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
         "--report", "-", "-r", str(requirements),
@@ -43,9 +49,89 @@ def resolve(requirements: Path) -> dict[str, str]:
         sys.exit(f"error: pip could not resolve {requirements.name}:\n{result.stderr}")
     report = json.loads(result.stdout)
     return {
-        normalise(item["metadata"]["name"]): item["metadata"]["version"].split("+", 1)[0]
+        normalise(item["metadata"]["name"]): (
+            without_build_label(item["metadata"]["name"], item["metadata"]["version"]),
+            item["download_info"].get("archive_info", {}).get("hashes", {}).get("sha256", ""),
+        )
         for item in report["install"]
     }
+
+
+def without_build_label(name: str, version: str) -> str:
+    """torch's version without its build label (``2.13.0+cpu`` -> ``2.13.0``): one pin for
+    its CPU and CUDA builds. Other labels stay (platekit's ``+src.<hash>`` names its source)."""
+    return version.split("+", 1)[0] if normalise(name) == "torch" else version
+
+
+def release_hashes(name: str, version: str) -> set[str]:
+    """The sha256 of every file the index holds for ``name`` ``version`` (each Python's and
+    platform's wheel, the sdist), from its JSON simple API (PEP 691); empty if it does not
+    answer (offline, or a package only in vendor/)."""
+    request = urllib.request.Request(
+        f"{INDEX}/{normalise(name)}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            files = json.load(answer)["files"]
+    except (OSError, ValueError, KeyError):
+        return set()
+    return {
+        entry["hashes"]["sha256"]
+        for entry in files
+        if file_version(entry["filename"]) == version and "sha256" in entry.get("hashes", {})
+    }
+
+
+def file_version(filename: str) -> str | None:
+    """The version a wheel's or an sdist's file name holds (its local label dropped)."""
+    if filename.endswith(".whl"):
+        parts = filename.split("-")
+        return parts[1].split("+", 1)[0] if len(parts) >= 5 else None
+    for suffix in (".tar.gz", ".zip"):
+        if filename.endswith(suffix):
+            return filename[: -len(suffix)].rsplit("-", 1)[-1]
+    return None
+
+
+def cpu_torch_hashes(version: str) -> set[str] | None:
+    """The sha256 of each CPU build of torch ``version`` on PyTorch's CPU index (PEP 503
+    links carry them); None if that index does not answer."""
+    try:
+        with urllib.request.urlopen(f"{CPU_INDEX}/torch/", timeout=30) as answer:
+            page = answer.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    pattern = rf"torch-{re.escape(version)}(?:%2B|\+)cpu-[^\"'#]+#sha256=([0-9a-f]{{64}})"
+    return set(re.findall(pattern, page))
+
+
+def hashed(
+    resolved: dict[str, tuple[str, str]],
+) -> tuple[dict[str, tuple[str, list[str]]], list[str]]:
+    """Each pin with every hash it may be installed by (the index's files of its release, the
+    CPU builds of torch, the file pip picked here: a local build, the vendor/ wheel), and a
+    line for each build whose hash could not be learnt."""
+    names = list(resolved)
+    with ThreadPoolExecutor(max_workers=8) as pool:  # one index query per pin, side by side
+        hashes = pool.map(lambda name: release_hashes(name, resolved[name][0]), names)
+        found = dict(zip(names, hashes, strict=True))
+    notes = []
+    if "torch" in resolved:
+        cpu = cpu_torch_hashes(resolved["torch"][0])
+        if cpu is None:
+            notes.append(
+                f"{UNHASHED}torch {resolved['torch'][0]}'s CPU builds for Pythons other than "
+                f"{'.'.join(platform.python_version_tuple()[:2])} ({CPU_INDEX} did not answer "
+                "`make lock`); `make lock` on a machine that reaches it adds them"
+            )
+        # This is the CPU lock: PyPI's torch files are its CUDA builds, which pip would
+        # otherwise prefer (and then lack their CUDA packages).
+        found["torch"] = cpu or set()
+    pins = {
+        name: (version, sorted(found[name] | ({picked} if picked else set())))
+        for name, (version, picked) in resolved.items()
+    }
+    return pins, notes
 
 
 def normalise(name: str) -> str:
@@ -65,14 +151,18 @@ def index_options(root: Path) -> list[str]:
     return found
 
 
-def render(pins: dict[str, str], options: list[str]) -> str:
+def render(pins: dict[str, tuple[str, list[str]]], notes: list[str], options: list[str]) -> str:
     python = ".".join(platform.python_version_tuple()[:2])
     header = (
-        f"# Every package {SOURCE} pulls in, pinned. Generated by `make lock`\n"
+        f"# Every package {SOURCE} pulls in, pinned with the sha256 of each file it may be\n"
+        f"# installed from (pip checks them all: --require-hashes). Generated by `make lock`\n"
         f"# (Python {python}, {platform.system()}); edit requirements*.txt, then run it again.\n"
-    )
-    lines = [*options, *(f"{name}=={pins[name]}" for name in sorted(pins))]
-    return header + "\n".join(lines) + "\n"
+    ) + "".join(f"{note}\n" for note in notes)
+    lines = [
+        f"{name}=={version} " + " ".join(f"--hash=sha256:{digest}" for digest in hashes)
+        for name, (version, hashes) in sorted(pins.items())
+    ]
+    return header + "\n".join([*options, *lines]) + "\n"
 
 
 def direct_pins(root: Path) -> dict[str, tuple[str, str | None]]:
@@ -129,7 +219,7 @@ def outdated(root: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    text = render(resolve(ROOT / SOURCE), index_options(ROOT))
+    text = render(*hashed(resolve(ROOT / SOURCE)), index_options(ROOT))
     tmp = LOCK.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(LOCK)

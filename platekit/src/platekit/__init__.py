@@ -6,8 +6,13 @@ resume, export, predict, serve, sweeps, doctor and bench. Its public API (kept s
 across minor versions, see README.md) is what this module names; the rest is private.
 """
 
+from importlib import metadata
+
 from .project import Project, current, use
 
-__version__ = "0.3.1"
+try:  # the installed build's: a development wheel's version names its source's hash
+    __version__ = metadata.version("platekit")
+except metadata.PackageNotFoundError:  # the source tree itself, not installed
+    __version__ = "unknown"
 
 __all__ = ["Project", "__version__", "current", "use"]
