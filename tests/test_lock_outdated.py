@@ -55,3 +55,30 @@ def test_every_held_back_pin_of_the_bake_gives_a_reason() -> None:
     assert set(held) == {"torch", "omegaconf"}
     assert "hydra-core 1.3.8 requires omegaconf<2.4" in held["omegaconf"]
     assert "CPU build" in held["torch"]
+
+
+def test_a_release_younger_than_a_week_is_not_proposed() -> None:
+    lock = lock_script()
+    from datetime import UTC, datetime, timedelta
+
+    today = lock.newest("pip")
+    if today is None:
+        pytest.skip("the package index cannot be reached")
+    # Seen from a date before pip's newest release settled, that release is not proposed.
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(
+        "https://pypi.org/simple/pip/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        files = json.load(answer)["files"]
+    uploaded = min(
+        datetime.fromisoformat(f["upload-time"])
+        for f in files
+        if lock.file_version(f["filename"]) == today
+    )
+    before = lock.newest("pip", now=uploaded + timedelta(days=6))
+    assert before is not None and before != today
+    assert lock.newest("pip", now=uploaded + timedelta(days=7, minutes=1)) == today
+    assert lock.newest("pip", now=datetime.now(UTC)) == today

@@ -8,10 +8,10 @@ same lock serves the CPU and the CUDA builds of torch. Names are written normali
 (``--find-links vendor``: platekit's wheel) head the lock too, so ``pip install -r
 requirements.lock`` alone finds what they find (the Dockerfile, environment.yml).
 
-Then it asks the package index (``pip index versions``, online) for each direct pin's newest
-release and lists the pins a minor release or more behind it: the ones to update, and the
-ones held back on purpose, each with the reason its ``# held back: ...`` comment gives.
-``--no-outdated`` skips that.
+Then it asks the package index (its JSON simple API, online) for each direct pin's newest
+release at least 7 days old and lists the pins a minor release or more behind it: the ones
+to update, and the ones held back on purpose, each with the reason its ``# held back: ...``
+comment gives. ``--no-outdated`` skips that.
 """
 
 import json
@@ -21,11 +21,13 @@ import subprocess
 import sys
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INDEX = "https://pypi.org/simple"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+MIN_AGE = timedelta(days=7)  # make lock proposes no release younger than this
 # A lock line starting so names what could not be hashed; make setup prints it first.
 UNHASHED = "# unhashed: "
 SOURCE = "requirements-dev.txt"
@@ -175,15 +177,30 @@ def direct_pins(root: Path) -> dict[str, tuple[str, str | None]]:
     return found
 
 
-def newest(name: str) -> str | None:
-    """The newest release the index has of ``name`` (None: not there, or offline)."""
-    command = [sys.executable, "-m", "pip", "index", "versions", name]
+def newest(name: str, now: datetime | None = None) -> str | None:
+    """The newest final release of ``name`` the index has held for at least ``MIN_AGE``
+    (a release younger than that is not proposed: a malicious upload is usually found and
+    pulled within days); None if the index does not answer or has none."""
+    request = urllib.request.Request(
+        f"{INDEX}/{normalise(name)}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    except subprocess.TimeoutExpired:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            files = json.load(answer)["files"]
+    except (OSError, ValueError, KeyError):
         return None
-    match = re.search(r"^Available versions:\s*([^,\s]+)", result.stdout, re.MULTILINE)
-    return match.group(1) if match else None
+    cutoff = (now or datetime.now(UTC)) - MIN_AGE
+    settled = set()
+    for entry in files:
+        version = file_version(entry["filename"])
+        uploaded = entry.get("upload-time")
+        if version is None or entry.get("yanked") or not uploaded:
+            continue
+        if re.search(r"(a|b|rc|dev|post)\d*", version) or not re.fullmatch(r"[\d.]+", version):
+            continue  # pre-releases and odd spellings are never proposed
+        if datetime.fromisoformat(uploaded.replace("Z", "+00:00")) <= cutoff:
+            settled.add(version)
+    return max(settled, key=lambda v: tuple(int(p) for p in v.split(".")), default=None)
 
 
 def minor(version: str) -> tuple[int, ...]:
