@@ -15,6 +15,7 @@ build :class:`Texts` from their few rows (``Texts.of``).
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,14 @@ def read_columns(
     A file Arrow cannot read (a row of the wrong length, bytes that are not UTF-8) is read by
     the standard library's reader, whose line names the row; ``MemoryError`` passes up.
     """
-    return_freed_memory()
+    with return_freed_memory():
+        return read_all(path, header, names, texts)
+
+
+def read_all(
+    path: Path, header: list[str], names: Sequence[str], texts: Sequence[str]
+) -> dict[str, Column]:
+    """:func:`read_columns`' reading, in two passes: numbers first, then the texts."""
     index = {name: header.index(name) for name in names}
     pending: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {
         name: [] for name in names if name not in texts
@@ -121,11 +129,14 @@ def read_columns(
     return {name: columns[name] for name in names}
 
 
-def return_freed_memory() -> None:
-    """Have glibc's malloc serve blocks of 64 KiB and more from the kernel and give them back
-    when freed: by default the threshold rises as blocks are freed, and freed blocks stay in
-    the heap between the table's columns (measured: 869 MiB peak reading the 3,000,000-row
-    benchmark table, 511 MiB with this). A no-op where the C library is not glibc."""
+@contextmanager
+def return_freed_memory() -> Iterator[None]:
+    """While reading, have glibc's malloc serve blocks of 64 KiB and more from the kernel and
+    give them back when freed: by default the threshold rises as blocks are freed, and freed
+    blocks stay in the heap between the table's columns (measured: 869 MiB peak reading the
+    3,000,000-row benchmark table, 511 MiB with this). Afterwards the threshold is glibc's
+    highest (32 MiB), where its own adjustment would have taken it, so training's batches are
+    not each mapped and unmapped. A no-op where the C library is not glibc."""
     import ctypes
     import ctypes.util
 
@@ -133,7 +144,12 @@ def return_freed_memory() -> None:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.mallopt(M_MMAP_THRESHOLD, 64 << 10)
     except (OSError, AttributeError):
-        pass
+        libc = None
+    try:
+        yield
+    finally:
+        if libc is not None:
+            libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
 
 
 def batches(
