@@ -65,18 +65,24 @@ def without_build_label(name: str, version: str) -> str:
     return version.split("+", 1)[0] if normalise(name) == "torch" else version
 
 
-def release_hashes(name: str, version: str) -> set[str]:
-    """The sha256 of every file the index holds for ``name`` ``version`` (each Python's and
-    platform's wheel, the sdist), from its JSON simple API (PEP 691); empty if it does not
-    answer (offline, or a package only in vendor/)."""
+def index_files(name: str) -> list[dict]:
+    """The index's entries for every file of ``name`` (PEP 691 JSON simple API: file name,
+    hashes, upload time); empty if it does not answer."""
     request = urllib.request.Request(
         f"{INDEX}/{normalise(name)}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
     )
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
-            files = json.load(answer)["files"]
+            return list(json.load(answer)["files"])
     except (OSError, ValueError, KeyError):
-        return set()
+        return []
+
+
+def release_hashes(name: str, version: str) -> set[str]:
+    """The sha256 of every file the index holds for ``name`` ``version`` (each Python's and
+    platform's wheel, the sdist), from its JSON simple API (PEP 691); empty if it does not
+    answer (offline, or a package only in vendor/)."""
+    files = index_files(name)
     return {
         entry["hashes"]["sha256"]
         for entry in files
@@ -181,13 +187,8 @@ def newest(name: str, now: datetime | None = None) -> str | None:
     """The newest final release of ``name`` the index has held for at least ``MIN_AGE``
     (a release younger than that is not proposed: a malicious upload is usually found and
     pulled within days); None if the index does not answer or has none."""
-    request = urllib.request.Request(
-        f"{INDEX}/{normalise(name)}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            files = json.load(answer)["files"]
-    except (OSError, ValueError, KeyError):
+    files = index_files(name)
+    if not files:
         return None
     cutoff = (now or datetime.now(UTC)) - MIN_AGE
     settled = set()
