@@ -2,8 +2,10 @@
 
 The run sets its own address-space cap (RLIMIT_AS): the process's size after its imports
 plus 400 MiB (a whole training run of a small table needs ~350 MiB of address space). A
-70 MiB table (reading and setting it up holds up to ~7x its size) cannot fit and is refused
-naming the limit; a 1.5 MiB one of the same kind trains under the same cap.
+150 MiB table (reading and setting it up holds up to ~3x its size) cannot fit and is refused
+naming the limit; a 1.5 MiB one of the same kind trains under the same cap. A 2 MiB table
+whose one category column holds 1,000 values (600 MB of features) is refused once that is
+known, before the features are made.
 """
 
 import resource
@@ -26,14 +28,26 @@ def address_space_after_imports() -> int:
     return int(line.split()[1]) * 1024
 
 
-def write_table(path: Path, rows: int) -> Path:
+def write_table(path: Path, rows: int, copies: int = 1) -> Path:
+    """``rows`` rows of 8 numbers (with gaps) and a class, written ``copies`` times."""
     generator = np.random.default_rng(0)
     values = generator.normal(size=(rows, 8)).round(6)
+    lines = []
+    for index, row in enumerate(values):
+        cells = ["" if index % 97 == column else f"{v:.6f}" for column, v in enumerate(row)]
+        lines.append(",".join(cells) + f",{'xyz'[index % 3]}\n")
+    block = "".join(lines)
     with path.open("w") as handle:
         handle.write("a,b,c,d,e,f,g,h,label\n")
-        for index, row in enumerate(values):
-            cells = ["" if index % 97 == column else f"{v:.6f}" for column, v in enumerate(row)]
-            handle.write(",".join(cells) + f",{'xyz'[index % 3]}\n")
+        for _ in range(copies):
+            handle.write(block)
+    return path
+
+
+def wide_table(path: Path, rows: int) -> Path:
+    """A number, a category column of 1,000 values, and a class."""
+    lines = ["a,code,label"] + [f"{i % 7},v{i % 1000},{'xyz'[i % 3]}" for i in range(rows)]
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
@@ -55,8 +69,8 @@ def capped_train(cwd: Path, table: Path, cap: int) -> subprocess.CompletedProces
 
 def test_a_table_that_cannot_fit_is_refused_in_one_line(tmp_path: Path) -> None:
     cap = address_space_after_imports() + 400 * 2**20
-    table = write_table(tmp_path / "large.csv", 900_000)
-    assert table.stat().st_size > 65 * 2**20
+    table = write_table(tmp_path / "large.csv", 20_000, copies=100)
+    assert table.stat().st_size > 140 * 2**20
     refused = capped_train(tmp_path, table, cap)
     assert refused.returncode == 1, refused.stderr[-2000:]
     output = refused.stdout + refused.stderr
@@ -67,3 +81,18 @@ def test_a_table_that_cannot_fit_is_refused_in_one_line(tmp_path: Path) -> None:
     small = write_table(tmp_path / "small.csv", 20_000)  # it fits, and trains
     trained = capped_train(tmp_path / "..", small, cap)
     assert trained.returncode == 0, (trained.stdout + trained.stderr)[-2000:]
+
+
+def test_a_table_whose_features_cannot_fit_is_refused_once_they_are_known(tmp_path: Path) -> None:
+    cap = address_space_after_imports() + 400 * 2**20
+    table = wide_table(tmp_path / "wide.csv", 150_000)
+    assert table.stat().st_size < 3 * 2**20
+    refused = capped_train(tmp_path, table, cap)
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    output = refused.stdout + refused.stderr
+    [line] = [line for line in output.splitlines() if line.startswith("error:")]
+    assert "encodes as 150,000 rows x 1,001 features" in line, line
+    assert "but RLIMIT_AS (ulimit -v) leaves" in line
+    assert "data.features=[...]" in line
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "outputs").exists() or not list((tmp_path / "outputs").rglob("*.ckpt"))

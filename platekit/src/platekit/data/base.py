@@ -27,7 +27,7 @@ A minimal subclass::
 import logging
 import math
 from abc import abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -44,7 +44,8 @@ from ..runtime.config import to_plain
 from ..settings import Range
 from . import fingerprint
 from .info import DataInfo
-from .loading import ResumableDataLoader, in_memory_loader
+from .loading import ResumableDataLoader, SplitRows, in_memory_loader
+from .memory import return_freed_memory
 from .padding import check_sequences, describe_rule, pad_rows
 from .ranges import training_range
 from .sampling import EpochBatchSampler, InOrderBatchSampler, TensorPairs
@@ -55,7 +56,7 @@ SPLITS = ("train", "val", "test")
 ALL = "all"  # every row in read order: a fingerprint's name beside the splits'
 NORMALIZE = ("scalar", "channel", "feature", "none")
 TARGET_KINDS = ("class", "value")
-STATISTICS_BLOCK = 1 << 16  # rows summed at a time in float64
+BLOCK_VALUES = 1 << 18  # about this many values (2 MiB in float64) summed at a time
 Batch = tuple[Tensor, Tensor]
 
 
@@ -120,7 +121,6 @@ class BaseDataModule(LightningDataModule):
         self.mean = torch.zeros(())
         self.std = torch.ones(())
         self._info: DataInfo | None = None
-        self._splits: dict[str, TensorPairs] = {}  # normalised tensors (in-memory data)
         self._row_hashes: np.ndarray | None = None  # a hash per row of tensor inputs
         self._item_fingerprints: dict[str, dict[str, Any]] = {}
         self._given_statistics: tuple[Tensor, Tensor] | None = None
@@ -202,6 +202,10 @@ class BaseDataModule(LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.rows is not None:
             return
+        with return_freed_memory():  # the temporaries of reading and statistics given back
+            self._set_up()
+
+    def _set_up(self) -> None:
         check_settings(self.hparams)
         rows, parts = self._split(self.read())
         if self.varying_axes():
@@ -209,32 +213,35 @@ class BaseDataModule(LightningDataModule):
         check_rows(type(self).__name__, rows, parts)
         self.rows, self.parts = rows, parts
         decoded = None if isinstance(rows.inputs, Tensor) else self._decode_every_item()
+        # The train split's rows, a block at a time: no copy of the split is made.
+        train: tuple[Tensor, Tensor | None]
         if self._given_statistics is None:
-            train = decoded if decoded is not None else self.raw_inputs("train")
-            self.mean, self.std = statistics(train, self.hparams.normalize)
+            if decoded is not None:
+                train = (decoded, None)
+            else:
+                assert isinstance(rows.inputs, Tensor)  # items to decode came back decoded
+                train = (rows.inputs, parts["train"])
+            self.mean, self.std = statistics(train[0], train[1], self.hparams.normalize)
         else:  # a checkpoint's: no need to decode the train split (an evaluation)
-            train = self.raw_inputs("train", limit=64)
+            train = (self.raw_inputs("train", limit=64), None)
             self.mean, self.std = self._given_statistics
         info = DataInfo(
-            input_shape=tuple(train.shape[1:]),
+            input_shape=tuple(train[0].shape[1:]),
             target_kind="class" if rows.class_names else "value",
             class_names=tuple(rows.class_names),
             input_name=self.input_name,
             feature_names=self.feature_names(),
-            background=border_mean(train),
+            background=border_mean(*train),
             split_sizes={name: len(index) for name, index in parts.items()},
             input_range={}
             if self._given_statistics is not None
-            else training_range(train.numpy(), varying=bool(self.varying_axes())),
+            else training_range(
+                (block.numpy() for block in row_blocks(*train)),
+                varying=bool(self.varying_axes()),
+            ),
             **self._varying_info(),
         )
         self._info = DataInfo(**{**info.__dict__, "input_description": self.describe_input(info)})
-        del train, decoded  # before the normalised copies: the peak holds one of them
-        if isinstance(rows.inputs, Tensor):
-            self._splits = {
-                name: TensorPairs(self._normalised_copy(rows.inputs, index), rows.targets[index])
-                for name, index in parts.items()
-            }
         sizes = ", ".join(f"{name} {len(index)}" for name, index in parts.items())
         log.debug("data: %s (%s)", type(self).__name__, sizes)  # train's header shows them
 
@@ -249,14 +256,6 @@ class BaseDataModule(LightningDataModule):
     def normalise(self, inputs: Tensor) -> Tensor:
         """Raw inputs ``(B, *input_shape)`` as the model sees them."""
         return (inputs - self.mean) / self.std
-
-    def _normalised_copy(self, inputs: Tensor, index: Tensor) -> Tensor:
-        """``normalise(inputs[index])`` in the one copy the indexing makes (the same values:
-        the same two float operations per element, done in place)."""
-        same = torch.result_type(inputs, self.mean) == inputs.dtype == self.std.dtype
-        return (
-            inputs[index].sub_(self.mean).div_(self.std) if same else self.normalise(inputs[index])
-        )
 
     def raw_inputs(self, split: str, limit: int | None = None) -> Tensor:
         """The first ``limit`` (default: all) raw inputs of ``split``: the shipped model's input."""
@@ -293,13 +292,6 @@ class BaseDataModule(LightningDataModule):
         setup then decodes no more of the train split than the input's shape needs."""
         self._given_statistics = (mean, std)
         self.mean, self.std = mean, std
-        if self.rows is not None and isinstance(self.rows.inputs, Tensor):
-            self._splits = {
-                name: TensorPairs(
-                    self._normalised_copy(self.rows.inputs, index), self.rows.targets[index]
-                )
-                for name, index in self.parts.items()
-            }
 
     def item_bytes(self, item: Any) -> bytes:
         """What identifies one of ``Rows.inputs`` that is not a tensor: a file's bytes, or
@@ -310,8 +302,6 @@ class BaseDataModule(LightningDataModule):
 
     def split_tensors(self, split: str) -> TensorPairs:
         """Normalised inputs and targets of ``split`` in memory (for benchmarks and tests)."""
-        if split in self._splits:
-            return self._splits[split]
         return TensorPairs(self.normalise(self.raw_inputs(split)), self.targets(split))
 
     def _decode_every_item(self) -> Tensor | None:
@@ -473,7 +463,10 @@ class BaseDataModule(LightningDataModule):
             self.train_sampler = sampler
         device = trainer.strategy.root_device if trainer else torch.device("cpu")
         if workers == 0 and not per_sample:
-            return in_memory_loader(self._splits[split], sampler, device)
+            assert self.rows is not None
+            assert isinstance(self.rows.inputs, Tensor)
+            rows = SplitRows(self.rows.inputs, self.rows.targets, self.parts[split])
+            return in_memory_loader(rows.normalised(self.mean, self.std), sampler, device)
         dataset = SplitSamples(self, split, train=shuffle)
         return ResumableDataLoader(
             dataset,
@@ -568,45 +561,66 @@ def ignore_interrupts(worker_id: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def statistics(train: Tensor, normalize: str) -> tuple[Tensor, Tensor]:
-    """Mean and std of the raw train inputs ``(N, *shape)``, broadcastable to one input,
-    computed in float64 over blocks of rows (no float64 copy of the whole split)."""
+def row_blocks(inputs: Tensor, index: Tensor | None = None) -> Iterator[Tensor]:
+    """``inputs[index]`` (all of ``inputs`` without ``index``) a block of rows at a time."""
+    rows = max(1, BLOCK_VALUES // max(math.prod(inputs.shape[1:]), 1))
+    if index is None:
+        yield from inputs.split(rows)
+    else:
+        for block in index.split(rows):
+            yield inputs[block]
+
+
+def statistics(inputs: Tensor, index: Tensor | None, normalize: str) -> tuple[Tensor, Tensor]:
+    """Mean and std of the raw train inputs ``inputs[index]`` ``(N, *shape)``, broadcastable
+    to one input, in float64 over blocks of rows (no copy of the split, none in float64)."""
     if normalize == "none":
         return torch.zeros(()), torch.ones(())
+    ndim, shape = inputs.ndim, tuple(inputs.shape[1:])
     keep: tuple[int, ...]
     if normalize == "scalar":
-        dims, keep = list(range(train.ndim)), ()
+        dims, keep = list(range(ndim)), ()
     elif normalize == "channel":
-        if train.ndim < 3:
+        if ndim < 3:
             raise UserError(
-                f"data.normalize=channel needs (C, ...) inputs, got shape "
-                f"{tuple(train.shape[1:])}; use data.normalize=feature or scalar"
+                f"data.normalize=channel needs (C, ...) inputs, got shape {shape}; use "
+                "data.normalize=feature or scalar"
             )
-        dims, keep = [0, *range(2, train.ndim)], (train.shape[1],) + (1,) * (train.ndim - 2)
+        dims, keep = [0, *range(2, ndim)], (shape[0],) + (1,) * (ndim - 2)
     else:  # feature
-        dims, keep = [0], tuple(train.shape[1:])
-    count = train.numel() // max(math.prod(keep), 1)
-    blocks = train.split(STATISTICS_BLOCK)
-    mean = sum(block.double().sum(dims) for block in blocks) / count
-    squares = sum(((block.double() - mean.view(keep)) ** 2).sum(dims) for block in blocks)
+        dims, keep = [0], shape
+    rows = len(index) if index is not None else len(inputs)
+    count = rows * math.prod(shape) // max(math.prod(keep), 1)
+    total = torch.zeros((), dtype=torch.float64)
+    for block in row_blocks(inputs, index):
+        total = total + block.double().sum(dims)
+    mean = total / count
+    squares = torch.zeros((), dtype=torch.float64)
+    for block in row_blocks(inputs, index):
+        squares = squares + ((block.double() - mean.view(keep)) ** 2).sum(dims)
     std = (squares / max(count - 1, 1)).sqrt()
     std = torch.where(std > 1e-12, std, torch.ones_like(std))  # a constant feature stays 0
     return mean.float().view(keep), std.float().view(keep)
 
 
-def border_mean(train: Tensor) -> float | None:
-    """Images ``(N, C, H, W)``: the mean raw value of the outermost pixels (the background)."""
-    if train.ndim != 4 or min(train.shape[-2:]) < 3:
+def border_mean(inputs: Tensor, index: Tensor | None = None) -> float | None:
+    """Images ``(N, C, H, W)``: the mean raw value of the outermost pixels (the background)
+    of ``inputs[index]`` (all of ``inputs`` without ``index``)."""
+    if inputs.ndim != 4 or min(inputs.shape[-2:]) < 3:
         return None
-    border = torch.cat(
-        [
-            train[..., 0, :].flatten(),
-            train[..., -1, :].flatten(),
-            train[..., 1:-1, 0].flatten(),
-            train[..., 1:-1, -1].flatten(),
-        ]
-    )
-    return round(float(border.float().mean()), 4)
+    total, count = 0.0, 0
+    for block in row_blocks(inputs, index):
+        border = torch.cat(
+            [
+                block[..., 0, :].flatten(),
+                block[..., -1, :].flatten(),
+                block[..., 1:-1, 0].flatten(),
+                block[..., 1:-1, -1].flatten(),
+            ]
+        )
+        total += float(border.double().sum())
+        count += border.numel()
+    return round(total / count, 4) if count else None
 
 
 def concatenate(parts: list[Rows]) -> Rows:
@@ -665,7 +679,7 @@ def check_rows(name: str, rows: Rows, parts: dict[str, Tensor]) -> None:
             )
     if isinstance(rows.inputs, Tensor):
         finite = torch.cat(  # by blocks: isfinite's temporaries are as large as its input
-            [torch.isfinite(block).all(dim=1) for block in rows.inputs.flatten(1).split(1 << 16)]
+            [torch.isfinite(block).flatten(1).all(dim=1) for block in row_blocks(rows.inputs)]
         )
         for split, index in parts.items():
             check_finite(split, finite[index], index)

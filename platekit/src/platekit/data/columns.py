@@ -3,11 +3,13 @@
 pyarrow tokenises the CSV (quotes, embedded newlines, ``.gz``) block by block; nothing holds
 a Python string per cell. Each column comes back in one of two forms:
 
-- :class:`Numbers`: every cell a plain number or a gap, parsed by Arrow (float64, with the
-  gaps marked). Arrow's parser reads only texts Python's ``float`` reads, to the same value
-  (tests/test_table_columns.py); a column it refuses (``1,500``, `` 1.5``, a date, a text)
-  is read again as texts, so the meaning of a cell is always ``cells.py``'s.
-- :class:`Texts`: each distinct (stripped) text once and an int32 code per row.
+- :class:`Numbers`: every cell a plain number or a gap, parsed by Arrow and kept as float32
+  (the model's type), NaN at the gaps. Arrow's parser reads only texts Python's ``float``
+  reads, to the same value (tests/test_table_columns.py); a column it refuses (``1,500``,
+  `` 1.5``, a date, a text, ``-nan``) is read again as texts, so the meaning of a cell is
+  always ``cells.py``'s.
+- :class:`Texts`: each distinct (stripped) text once and a code per row (the smallest
+  unsigned integer type that holds the count of texts).
 
 ``encoding.py`` types and encodes both with the one parser of ``cells.py``; predict and serve
 build :class:`Texts` from their few rows (``Texts.of``).
@@ -15,7 +17,6 @@ build :class:`Texts` from their few rows (``Texts.of``).
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,13 @@ import numpy as np
 
 from ..cli.errors import UserError
 from .cells import GAPS, is_gap
+from .memory import return_freed_memory
 
 # malloc for Arrow's buffers, before pyarrow is imported: its default, jemalloc, reserves
 # ~1.2 GiB of address space at first use (a run under `ulimit -v` then fails in OpenBLAS).
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-BLOCK_BYTES = 4 << 20  # Arrow reads this much text at a time (more: no faster, more memory)
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+BLOCK_BYTES = 1 << 20  # Arrow reads this much text at a time (more: no faster, more memory)
 SPACES = " \t"  # trimmed by Arrow before parsing: characters str.strip() trims too
 
 
@@ -39,13 +40,13 @@ class Texts:
     """A column as its distinct stripped texts and, per row, the index of its text."""
 
     texts: list[str]
-    codes: np.ndarray  # int32 (rows,)
+    codes: np.ndarray  # unsigned integers (rows,)
 
     @classmethod
     def of(cls, cells: Iterable[str]) -> "Texts":
         index: dict[str, int] = {}
         codes = [index.setdefault(cell.strip(), len(index)) for cell in cells]
-        return cls(list(index), np.asarray(codes, dtype=np.int32))
+        return cls(list(index), np.asarray(codes, dtype=code_type(len(index))))
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -65,13 +66,18 @@ class Texts:
 
 @dataclass(frozen=True)
 class Numbers:
-    """A column whose every cell is a plain number or a gap: the values, NaN at a gap."""
+    """A column whose every cell is a plain number or a gap: the values, NaN at a gap (and
+    only there: a column with a NaN cell that is not a gap is read as texts)."""
 
-    values: np.ndarray  # float64 (rows,)
-    gaps: np.ndarray  # bool (rows,)
+    values: np.ndarray  # float32 (rows,): a value beyond float32's range is +-inf
 
     def __len__(self) -> int:
         return len(self.values)
+
+    @property
+    def gaps(self) -> np.ndarray:
+        """Per row, whether the cell is a gap."""
+        return np.isnan(self.values)
 
 
 Column = Texts | Numbers
@@ -91,7 +97,7 @@ def read_columns(
     A file Arrow cannot read (a row of the wrong length, bytes that are not UTF-8) is read by
     the standard library's reader, whose line names the row; ``MemoryError`` passes up.
     """
-    with return_freed_memory():
+    with return_freed_memory():  # nested in a data module's setup: a no-op
         return read_all(path, header, names, texts)
 
 
@@ -100,9 +106,7 @@ def read_all(
 ) -> dict[str, Column]:
     """:func:`read_columns`' reading, in two passes: numbers first, then the texts."""
     index = {name: header.index(name) for name in names}
-    pending: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {
-        name: [] for name in names if name not in texts
-    }
+    pending: dict[str, list[np.ndarray]] = {name: [] for name in names if name not in texts}
     refused: set[str] = set()
     for batch in batches(path, header, [index[name] for name in pending]) if pending else ():
         for name in list(pending):
@@ -115,10 +119,8 @@ def read_all(
     columns: dict[str, Column] = {}
     for name in list(pending):
         parts = pending.pop(name)  # freed column by column: no second copy of the table
-        values = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0)
-        gaps = np.concatenate([part[1] for part in parts]) if parts else np.zeros(0, bool)
+        columns[name] = Numbers(np.concatenate(parts) if parts else np.zeros(0, np.float32))
         del parts
-        columns[name] = Numbers(values, gaps)
     as_texts = [name for name in names if name in texts or name in refused]
     if as_texts:
         coders = {name: TextCoder() for name in as_texts}
@@ -129,29 +131,6 @@ def read_all(
     return {name: columns[name] for name in names}
 
 
-@contextmanager
-def return_freed_memory() -> Iterator[None]:
-    """While reading, have glibc's malloc serve blocks of 64 KiB and more from the kernel and
-    give them back when freed: by default the threshold rises as blocks are freed, and freed
-    blocks stay in the heap between the table's columns (measured: 869 MiB peak reading the
-    3,000,000-row benchmark table, 511 MiB with this). Afterwards the threshold is glibc's
-    highest (32 MiB), where its own adjustment would have taken it, so training's batches are
-    not each mapped and unmapped. A no-op where the C library is not glibc."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(M_MMAP_THRESHOLD, 64 << 10)
-    except (OSError, AttributeError):
-        libc = None
-    try:
-        yield
-    finally:
-        if libc is not None:
-            libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
-
-
 def batches(
     path: Path, header: list[str], wanted: list[int], dictionary: bool = False
 ) -> Iterator[Any]:
@@ -160,6 +139,8 @@ def batches(
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL") == "system":  # pyarrow imported earlier
+        pa.set_memory_pool(pa.system_memory_pool())
     names = [f"c{i}" for i in range(len(header))]
     kind = pa.dictionary(pa.int32(), pa.string()) if dictionary else pa.string()
     include = [names[i] for i in wanted]
@@ -192,9 +173,9 @@ def reread_error(path: Path, error: Exception) -> UserError:
     return UserError(f"data.path '{path}' is not a readable CSV file ({error})")
 
 
-def parse_numbers(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """Values (NaN at gaps) and gaps of an Arrow string array, or None if a cell that is not
-    a gap is not a plain number to Arrow (the column is then read as texts)."""
+def parse_numbers(strings: Any) -> np.ndarray | None:
+    """Float32 values of an Arrow string array, NaN at its gaps; None if a cell that is not a
+    gap is not a plain number to Arrow, or is NaN (the column is then read as texts)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -206,8 +187,10 @@ def parse_numbers(strings: Any) -> tuple[np.ndarray, np.ndarray] | None:
         values = pc.cast(pc.if_else(gaps, "nan", trimmed), pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    gap = gaps.to_numpy(zero_copy_only=False)
-    return values.to_numpy(zero_copy_only=False).copy(), np.asarray(gap, dtype=bool)
+    if pc.any(pc.and_(pc.is_nan(values), pc.invert(gaps))).as_py():  # -nan: not a gap
+        return None
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, refused when encoded
+        return values.to_numpy(zero_copy_only=False).astype(np.float32)
 
 
 class TextCoder:
@@ -226,5 +209,19 @@ class TextCoder:
         self.parts.append(mapping[indices] if len(mapping) else indices.astype(np.int32))
 
     def column(self) -> Texts:
-        codes = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.int32)
+        kind = code_type(len(self.index))
+        codes = np.empty(sum(len(part) for part in self.parts), dtype=kind)
+        start = 0
+        while self.parts:  # each batch's codes freed as it is copied
+            part = self.parts.pop(0)
+            codes[start : start + len(part)] = part
+            start += len(part)
         return Texts(list(self.index), codes)
+
+
+def code_type(count: int) -> type[np.unsignedinteger[Any]]:
+    """The smallest unsigned integer type that numbers ``count`` texts."""
+    for kind in (np.uint8, np.uint16, np.uint32):
+        if count <= np.iinfo(kind).max + 1:
+            return kind
+    return np.uint64

@@ -26,7 +26,7 @@ from .cells import BOOL, GROUPED, PLAIN, infer_format, parse
 from .columns import Texts, read_columns
 from .examples import read_sklearn_table
 from .info import DataInfo
-from .memory import check_memory, out_of_memory
+from .memory import check_features, check_memory, out_of_memory
 from .tables import pick_columns, read_header
 
 log = logging.getLogger(__name__)
@@ -114,11 +114,16 @@ class CsvDataModule(BaseDataModule):
         labels = cells.pop(options.target)
         assert isinstance(labels, Texts)
         if self._stored is None:  # learnt from the train split only: the seeded split setup makes
-            train = self._seeded_split(len(labels))["train"].tolist()
+            train = self._seeded_split(len(labels))["train"].numpy()
             self._encoding = encoding.infer_columns(path, cells, train, bool(options.features))
+            del train
         else:  # a checkpoint's: its rows encode as they did when it was trained
             self._encoding = list(self._stored)
-        features = encoding.encode(self._encoding, cells, path)
+        check_features(path, len(labels), len(encoding.encoded_names(self._encoding)))
+        try:
+            features = encoding.encode(self._encoding, cells, path)
+        except MemoryError:
+            raise out_of_memory(path) from None
         del cells
         targets, names, why = target_column(path, options.target, labels, options.target_kind)
         kind = f"{len(names)} classes" if names else "a real value (regression)"

@@ -44,13 +44,14 @@ log = logging.getLogger(__name__)
 NUMBER, CATEGORY = "number", "category"
 MAX_CATEGORIES = 1000  # more distinct texts than this in a column: an id or free text
 MIN_ID_VALUES = 20  # ... and so is a column of more, most rows holding a text of their own
+ONE_HOT_ROWS = 1 << 16  # rows one-hot encoded at a time
 Encoding = dict[str, Any]  # one column's: {"name": ..., "kind": "number", "fill": ...}
 
 
 def infer_columns(
     source: Path | str,
     cells: Mapping[str, Column | Sequence[str]],
-    train: Sequence[int],
+    train: Sequence[int] | np.ndarray,
     keep_constant: bool = False,
 ) -> list[Encoding]:
     """Each column's encoding, from the evidence of its cells (``cells.py``) and the train
@@ -122,7 +123,7 @@ def number(
             "has no value in the train split's rows; fill it, or leave it out with "
             "data.features=[...]"
         )
-    fill = float(finite.mean())
+    fill = float(finite.mean(dtype=np.float64))
     encoded = {"kind": NUMBER, "fill": fill, "flag": bool(gaps[rows].any())}
     return (encoded if fmt == PLAIN else {**encoded, "format": fmt}), None
 
@@ -177,8 +178,7 @@ def encode(
         name, column = encoding["name"], as_column(cells[encoding["name"]])
         if encoding["kind"] == NUMBER:
             fmt = encoding.get("format", PLAIN)
-            value, gap = number_feature(source, name, column, encoding["fill"], fmt)
-            out[:, start] = value
+            gap = number_feature(source, name, column, encoding["fill"], fmt, out[:, start])
             start += 1
             if encoding["flag"]:
                 out[:, start] = gap
@@ -202,10 +202,12 @@ def one_hot(
     position = {value: i for i, value in enumerate(values)}
     gap = texts.gaps()
     index = np.asarray([position.get(text, -1) for text in texts.texts], dtype=np.int64)
-    per_row = index[texts.codes] if len(index) else np.zeros(0, dtype=np.int64)
     out[:] = 0.0
-    known = np.flatnonzero(per_row >= 0)
-    out[known, per_row[known]] = 1.0
+    if len(index):
+        for start in range(0, len(texts), ONE_HOT_ROWS):  # temporaries of a block's size
+            per_row = index[texts.codes[start : start + ONE_HOT_ROWS]]
+            known = np.flatnonzero(per_row >= 0)
+            out[start + known, per_row[known]] = 1.0
     unseen_texts = (index < 0) & ~gap
     if unseen_texts.any():
         unseen_rows = np.flatnonzero(unseen_texts[texts.codes])
@@ -247,11 +249,19 @@ def warn_unseen(source: Path | str, name: str, unseen: dict[str, int]) -> None:
 
 
 def number_feature(
-    source: Path | str, name: str, column: Column, fill: float, fmt: str = PLAIN
-) -> tuple[np.ndarray, np.ndarray]:
-    """A number column as float32 with its gaps filled, and where the gaps were."""
+    source: Path | str,
+    name: str,
+    column: Column,
+    fill: float,
+    fmt: str = PLAIN,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """A number column as float32 with its gaps filled, written into ``out`` (a new array if
+    None); returns where the gaps were."""
     if isinstance(column, Numbers) and fmt != PLAIN:  # see text_columns
         raise ValueError(f"{fmt} column '{name}' was read as plain numbers")
+    if out is None:
+        out = np.empty(len(column), dtype=np.float32)
     if isinstance(column, Texts):
         gap = column.gaps()
         parsed = [None if gap[i] else parse(text, fmt) for i, text in enumerate(column.texts)]
@@ -263,19 +273,29 @@ def number_feature(
                 "; the model was trained on numbers there (leave the cell empty for a gap)"
             )
         per_text = np.asarray([fill if v is None else v for v in parsed], dtype=np.float64)
-        values, gaps = per_text[column.codes], gap[column.codes]
+        with np.errstate(over="ignore"):
+            out[:] = per_text.astype(np.float32)[column.codes]
+        gaps = gap[column.codes]
     else:
-        values, gaps = np.where(column.gaps, fill, column.values), column.gaps
-    with np.errstate(over="ignore"):
-        out = values.astype(np.float32)
+        gaps = column.gaps
+        with np.errstate(over="ignore"):
+            np.copyto(out, column.values)
+            out[gaps] = fill
     infinite = np.flatnonzero(~np.isfinite(out))
     if len(infinite):
         row = int(infinite[0])
         raise UserError(
-            f"{source} column '{name}' row {row + 1} is {values[row]}; use finite numbers "
-            "(within float32's range, about 3.4e38)"
+            f"{source} column '{name}' row {row + 1} holds {cell_text(column, row)}: not a "
+            "finite number within float32's range (about 3.4e38); use finite numbers"
         )
-    return out, gaps
+    return gaps
+
+
+def cell_text(column: Column, row: int) -> str:
+    """Row ``row``'s cell as the file holds it (Texts), or its value (Numbers)."""
+    if isinstance(column, Texts):
+        return f"'{inert(column.texts[int(column.codes[row])])}'"
+    return str(column.values[row])
 
 
 def describe(columns: Sequence[Encoding]) -> list[str]:

@@ -1,7 +1,8 @@
 """Loaders over in-memory tensors, and where those tensors should live.
 
 With ``num_workers=0`` a ``DataLoader`` only adds per-batch machinery (fetcher, collation
-checks) on top of indexing the tensors; :class:`InMemoryLoader` indexes them directly. On
+checks) on top of indexing the tensors; :class:`InMemoryLoader` indexes them directly, and
+normalises each batch as it is taken (:class:`SplitRows`). On
 CUDA, data small enough lives on the GPU, so no step waits on a host-to-device copy.
 """
 
@@ -37,6 +38,59 @@ class ResumableDataLoader(ResumesExactly, DataLoader[Any]):
     """A ``DataLoader`` over an :class:`EpochBatchSampler`, which holds the resume state."""
 
 
+class SplitRows(TensorPairs):
+    """One split of in-memory rows: ``inputs[index]``, normalised a batch at a time, so no
+    normalised (or split) copy of the data is held. Indexed by positions in the split.
+
+    Args:
+        inputs: every row's raw inputs ``(N, ...)``.
+        targets: every row's targets ``(N,)``.
+        index: the split's rows; ``None``: all of them, in order.
+        mean, std: the train split's statistics (``(x - mean) / std``, as ``normalise``).
+    """
+
+    def __init__(
+        self,
+        inputs: Tensor,
+        targets: Tensor,
+        index: Tensor | None = None,
+        mean: Tensor | None = None,
+        std: Tensor | None = None,
+    ) -> None:
+        super().__init__(inputs, targets)
+        self.index = index
+        self.mean, self.std = mean, std
+
+    def __len__(self) -> int:
+        return len(self.index) if self.index is not None else len(self.inputs)
+
+    def __getitem__(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        rows = self.index[positions] if self.index is not None else positions
+        inputs = self.inputs[rows]
+        if self.mean is not None and self.std is not None:
+            inputs = (inputs - self.mean) / self.std
+        return inputs, self.targets[rows]
+
+    def normalised(self, mean: Tensor, std: Tensor) -> "SplitRows":
+        return SplitRows(self.inputs, self.targets, self.index, mean, std)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self) * (self.inputs[:1].nbytes + self.targets[:1].nbytes)
+
+    def to(self, device: torch.device) -> "SplitRows":
+        """The split's rows alone, on ``device`` (with the statistics)."""
+        rows = self.index if self.index is not None else slice(None)
+        mean, std = self.mean, self.std
+        return SplitRows(
+            self.inputs[rows].to(device),
+            self.targets[rows].to(device),
+            None,
+            None if mean is None else mean.to(device),
+            None if std is None else std.to(device),
+        )
+
+
 class InMemoryLoader(ResumesExactly):
     """Batches indexed straight from ``data`` in the order of an :class:`EpochBatchSampler`.
 
@@ -53,7 +107,7 @@ class InMemoryLoader(ResumesExactly):
     """
 
     def __init__(
-        self, data: TensorPairs, sampler: EpochBatchSampler, *, pin_memory: bool = False
+        self, data: SplitRows, sampler: EpochBatchSampler, *, pin_memory: bool = False
     ) -> None:
         self.data = data
         self.sampler = sampler
@@ -76,13 +130,13 @@ class InMemoryLoader(ResumesExactly):
 
 
 def in_memory_loader(
-    data: TensorPairs, sampler: EpochBatchSampler, device: torch.device
+    data: SplitRows, sampler: EpochBatchSampler, device: torch.device
 ) -> InMemoryLoader:
-    """The loader for a run on ``device``: data on the GPU if it fits, else pinned batches."""
+    """The loader for a run on ``device``: the split on the GPU if it fits, else pinned
+    batches."""
     if device.type != "cuda":
         return InMemoryLoader(data, sampler)
     free, _ = torch.cuda.mem_get_info(device)
-    if data.inputs.nbytes + data.targets.nbytes <= DEVICE_SHARE * free:
-        on_device = TensorPairs(data.inputs.to(device), data.targets.to(device))
-        return InMemoryLoader(on_device, sampler)
+    if data.nbytes <= DEVICE_SHARE * free:
+        return InMemoryLoader(data.to(device), sampler)
     return InMemoryLoader(data, sampler, pin_memory=True)

@@ -10,7 +10,7 @@ torch.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,21 +22,27 @@ FEATURE, CHANNEL, ALL = "feature", "channel", "all"
 SHOWN_ROWS = 10  # how many flagged row indices a message or a response lists
 
 
-def training_range(train: np.ndarray, varying: bool = False) -> dict[str, Any]:
+def training_range(blocks: Iterable[np.ndarray], varying: bool = False) -> dict[str, Any]:
     """``{"per": feature|channel|all, "low": [...], "high": [...]}`` of raw train inputs
-    ``(N, *input_shape)``; empty for sequences or no rows."""
-    if varying or len(train) == 0:
+    given as blocks of rows ``(n, *input_shape)``; empty for sequences or no rows."""
+    if varying:
         return {}
-    values = np.asarray(train)  # min and max are exact in the inputs' own type: no copy
-    axes: tuple[int, ...]
-    if values.ndim == 2:
-        per, axes = FEATURE, (0,)
-    elif values.ndim == 4:
-        per, axes = CHANNEL, (0, 2, 3)
-    else:
-        per, axes = ALL, tuple(range(values.ndim))
-    low = np.atleast_1d(values.min(axis=axes))
-    high = np.atleast_1d(values.max(axis=axes))
+    per, low, high = ALL, None, None
+    for block in blocks:  # min and max are exact in the inputs' own type: no copy
+        if len(block) == 0:
+            continue
+        axes: tuple[int, ...]
+        if block.ndim == 2:
+            per, axes = FEATURE, (0,)
+        elif block.ndim == 4:
+            per, axes = CHANNEL, (0, 2, 3)
+        else:
+            per, axes = ALL, tuple(range(block.ndim))
+        lows, highs = np.atleast_1d(block.min(axis=axes)), np.atleast_1d(block.max(axis=axes))
+        low = lows if low is None else np.minimum(low, lows)
+        high = highs if high is None else np.maximum(high, highs)
+    if low is None or high is None:
+        return {}
     return {"per": per, "low": [float(v) for v in low], "high": [float(v) for v in high]}
 
 
