@@ -25,6 +25,7 @@ OPTIONAL_PATHS = {
     "configs/logger/wandb.yaml": LOGGER == "wandb",
     "configs/logger/mlflow.yaml": LOGGER == "mlflow",
     ".github": CI == "github",
+    "scripts/audit.lock": CI == "github",  # pip-audit, for the workflow's scan
     "Dockerfile": DOCKER == "yes",
     ".dockerignore": DOCKER == "yes",
     f"src/{PACKAGE}/serve.py": SERVE == "yes",

@@ -25,9 +25,11 @@ EXPECTED_FILES = {
     "pyproject.toml",
     "requirements-dev.txt",
     "requirements.lock",
+    "requirements-cu130.lock",
     "requirements.txt",
     ".github/dependabot.yml",
     ".github/workflows/ci.yml",
+    "scripts/audit.lock",
     "scripts/check_lock.py",
     "scripts/gpu_check.py",
     "scripts/lock.py",
@@ -105,7 +107,7 @@ EXPECTED_FILES = {
 OPTIONAL_FILES = {
     ("logger", "wandb"): {"configs/logger/wandb.yaml"},
     ("logger", "mlflow"): {"configs/logger/mlflow.yaml"},
-    ("ci", "github"): {".github/workflows/ci.yml", ".github/dependabot.yml"},
+    ("ci", "github"): {".github/workflows/ci.yml", ".github/dependabot.yml", "scripts/audit.lock"},
     ("docker", "yes"): {"Dockerfile", ".dockerignore"},
     # The server's tests are platekit's (platekit/tests/test_serve.py), run once.
     ("serve", "yes"): {"configs/serve.yaml", "src/digits_classifier/serve.py"},

@@ -5,9 +5,12 @@ cruft clones the template, so it sees committed files only: the test commits an 
 a newer state of this template into a scratch git repo of its own.
 """
 
+import io
 import json
 import re
 import shutil
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,9 @@ SKIP = shutil.ignore_patterns(
 )
 TRAINER = "{{cookiecutter.project_slug}}/configs/trainer/default.yaml"
 MARKER = re.compile(r"^<{7} ", re.MULTILINE)  # a conflict marker starts a line
+# The environment issue's first change (torch's build from the driver): its parent is the
+# layout before it (one lock, pre-commit hooks in environments of their own).
+ENVIRONMENT_CHANGE = "29b98ca"
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -129,3 +135,37 @@ def test_a_conflicting_update_is_caught(
     updated = run(tool("cruft"), "update", "--skip-apply-ask", cwd=project)
     assert updated.returncode == 0, tail(updated)  # the trap: success, yet a conflict
     assert conflicts(project) == [trainer]
+
+
+@pytest.mark.slow
+def test_a_bake_from_before_the_hashed_environment_updates_to_it(tmp_path: Path) -> None:
+    shallow = run("git", "rev-parse", "--is-shallow-repository", cwd=TEMPLATE)
+    if shallow.stdout.strip() == "true":
+        pytest.skip("a shallow clone holds no earlier commit of the template")
+    repo = tmp_path / "torchplate"
+    repo.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", f"{ENVIRONMENT_CHANGE}^"], cwd=TEMPLATE, capture_output=True,
+        check=True,
+    ).stdout  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(archive)) as files:
+        files.extractall(repo, filter="data")
+    git("init", "-q", cwd=repo)
+    old = commit_all(repo, "before")
+    for path in repo.iterdir():  # the template as it is now, as the next commit
+        if path.name != ".git":
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    shutil.copytree(TEMPLATE, repo, ignore=SKIP, dirs_exist_ok=True)
+    commit_all(repo, "now")
+    project = bake_old(repo, old, tmp_path)
+    assert not (project / "requirements-cu130.lock").exists()
+
+    updated = run(tool("cruft"), "update", "--skip-apply-ask", cwd=project)
+    assert updated.returncode == 0, tail(updated)
+    assert conflicts(project) == []
+    assert (project / "requirements-cu130.lock").is_file()
+    assert (project / "scripts" / "audit.lock").is_file()
+    hooks = (project / ".pre-commit-config.yaml").read_text()
+    assert "language: python" not in hooks and "additional_dependencies" not in hooks
+    checked = run("python3", "scripts/check_lock.py", cwd=project)  # locks and vendor/ agree
+    assert checked.returncode == 0, tail(checked)

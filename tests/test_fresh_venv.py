@@ -81,9 +81,10 @@ def test_fresh_venv_from_the_lock_passes_the_baked_tests(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_a_replaced_vendor_wheel_is_refused_by_every_install_route(tmp_path: Path) -> None:
-    """make setup, pip with the lock (as environment.yml runs it) and uv each check the
-    vendor/ wheel against the lock's or platekit.txt's sha256."""
-    project = bake(tmp_path)
+    """make setup (the CI workflow's set-up), pip with the lock (as environment.yml runs it),
+    uv, and the Dockerfile's install lines (both images) each check the vendor/ wheel
+    against the lock's or platekit.txt's sha256."""
+    project = bake(tmp_path, docker="yes")
     [wheel] = (project / "vendor").glob("*.whl")
     wheel.write_bytes(wheel.read_bytes() + b"\0")  # another file under the same name
     base_python = str(Path(sys.base_prefix) / "bin" / "python3")
@@ -106,3 +107,19 @@ def test_a_replaced_vendor_wheel_is_refused_by_every_install_route(tmp_path: Pat
     )  # fmt: skip
     assert by_uv.returncode != 0
     assert "platekit" in by_uv.stderr and "hash" in by_uv.stderr.lower(), tail(by_uv)
+    # The Dockerfile's install lines, as the image build's shell runs them (python: the
+    # venv's), for the CPU image and the CUDA one: each stops at the replaced wheel.
+    dockerfile = (project / "Dockerfile").read_text()
+    pattern = r"^RUN (python -m pip install .*?)(?<!\\)\n"  # to a line not ending in a backslash
+    runs = re.findall(pattern, dockerfile, re.MULTILINE | re.DOTALL)
+    [install] = [command for command in runs if "vendor/platekit.txt" in command]
+    assert "-r requirements-cu130.lock" in install and "-r vendor/platekit.txt" in install
+    env = {**os.environ, "PATH": f"{python.parent}:{os.environ['PATH']}"}
+    for variant in ("cpu", "cu130"):
+        image = subprocess.run(
+            ["sh", "-c", install], cwd=project, env={**env, "TORCH_VARIANT": variant},
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert image.returncode != 0, variant
+        assert "DO NOT MATCH THE HASHES" in image.stderr, (variant, tail(image))
+        assert "platekit" in image.stderr, (variant, tail(image))

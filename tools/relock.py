@@ -5,7 +5,9 @@ serve=yes), runs the baked ``make lock`` resolver (``scripts/lock.py``) in each,
 the results: a pin every bake shares is a plain line, a pin only some answers pull in is
 guarded by ``{% if %}``. Each rendered branch then equals ``make lock`` in a project baked
 with that answer. Answers combine (logger=mlflow with serve=yes) because no package gets two
-versions: the merge refuses that. Run with ``make lock``.
+versions: the merge refuses that. requirements-cu130.lock (torch's CUDA build and its CUDA
+packages) and scripts/audit.lock (pip-audit, for CI) are one file each for every answer: the
+default bake's are copied. Run with ``make lock``.
 """
 
 import subprocess
@@ -17,6 +19,8 @@ from cookiecutter.main import cookiecutter
 
 TEMPLATE = Path(__file__).resolve().parents[1]
 LOCK = TEMPLATE / "{{cookiecutter.project_slug}}" / "requirements.lock"
+CUDA_LOCK = LOCK.with_name("requirements-cu130.lock")
+AUDIT_LOCK = LOCK.parent / "scripts" / "audit.lock"
 BASE = {"logger": "csv", "serve": "no"}
 # The answers that add packages, by name: the loggers' names, and "serve".
 EXTRA = {"wandb": {"logger": "wandb"}, "mlflow": {"logger": "mlflow"}, "serve": {"serve": "yes"}}
@@ -29,13 +33,17 @@ NOTE = (
 
 
 def locked(name: str, answers: dict[str, str], scratch: Path) -> list[str]:
-    """The lines ``make lock`` writes in a project baked with ``answers``."""
+    """The lines ``make lock`` writes in a project baked with ``answers`` (the default
+    answers' CUDA lock is copied into the template)."""
     project = Path(
         cookiecutter(str(TEMPLATE), no_input=True, output_dir=str(scratch / name),
                      extra_context={**BASE, **answers})
     )  # fmt: skip
     print(f"make lock in a bake with {answers or 'the default answers'}:", flush=True)
     subprocess.run([sys.executable, "scripts/lock.py"], cwd=project, check=True)
+    if not answers:
+        CUDA_LOCK.write_text((project / CUDA_LOCK.name).read_text())
+        AUDIT_LOCK.write_text((project / "scripts" / AUDIT_LOCK.name).read_text())
     return (project / "requirements.lock").read_text().splitlines()
 
 

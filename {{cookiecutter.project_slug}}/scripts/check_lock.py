@@ -7,7 +7,9 @@ Offline, standard library only. Prints one line per stale pin, with the fix, and
 a bumped requirements line (e.g. a Dependabot pull request) fails here until ``make lock``
 has rewritten the lock. The lock must also repeat the requirements' ``--find-links`` /
 ``--index-url`` lines, and each wheel in vendor/ must have the sha256 that
-``vendor/platekit.txt`` pins (and the lock's version).
+``vendor/platekit.txt`` pins (and the lock's version). requirements-cu130.lock (torch's CUDA
+build and its CUDA packages) must pin torch and every package it shares with the lock at the
+lock's versions, each line with its hashes.
 """
 
 import hashlib
@@ -109,7 +111,30 @@ def stale_pins(root: Path) -> list[str]:
                     f"{source.name}: {name}=={version} but requirements.lock has "
                     f"{name}=={locked}; {FIX}"
                 )
-    return problems + vendored_wheels(root, lock)
+    return problems + vendored_wheels(root, lock) + cuda_lock(root, lock)
+
+
+def cuda_lock(root: Path, lock: dict[str, str]) -> list[str]:
+    """One line per pin of requirements-cu130.lock that disagrees with requirements.lock or
+    carries no hash; empty if there is no such file."""
+    path = root / "requirements-cu130.lock"
+    if not path.is_file():
+        return []
+    problems = []
+    for line in path.read_text().splitlines():
+        if not (match := PIN.match(line)):
+            continue
+        name, version = normalise(match.group(1)), match.group(2)
+        if "--hash=sha256:" not in line:
+            problems.append(f"{path.name}: {name}=={version} carries no hash; {FIX}")
+        if name in lock and lock[name] != version:
+            problems.append(
+                f"{path.name}: {name}=={version} but requirements.lock has {name}=={lock[name]}; "
+                f"{FIX}"
+            )
+    if "torch" not in pins(path):
+        problems.append(f"{path.name} pins no torch; {FIX}")
+    return problems
 
 
 def main(argv: list[str]) -> int:

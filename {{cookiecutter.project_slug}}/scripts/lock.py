@@ -2,11 +2,22 @@
 
 Run through ``make lock``. pip resolves the requirements without installing anything
 (``--dry-run --ignore-installed``) and this script writes what it picked, sorted by name.
+Every package the current lock pins keeps its version where the requirements still allow
+it, so editing one requirement moves only what it needs; ``make lock ARGS=--upgrade``
+re-resolves everything to the newest versions.
 A local version label such as ``torch==2.13.0+cpu`` is written as ``torch==2.13.0`` so the
 same lock serves the CPU and the CUDA builds of torch. Names are written normalised
 (``pre-commit``, not ``pre_commit``). The requirements files' own index lines
 (``--find-links vendor``: platekit's wheel) head the lock too, so ``pip install -r
 requirements.lock`` alone finds what they find (the Dockerfile, environment.yml).
+
+It writes requirements-cu130.lock too: torch's CUDA 13.0 build (PyPI's torch on Linux) and
+every package it pulls in (the ``nvidia-*`` and ``cuda-*`` libraries, triton, ...), resolved
+from the index for Linux x86_64 at the versions requirements.lock pins, each with the sha256
+of every file of its release. ``make setup TORCH_VARIANT=cu130`` installs it first.
+
+And scripts/audit.lock: pip-audit and what it pulls in, hashed the same way, for the CI step
+that scans both locks for known vulnerabilities.
 
 Then it asks the package index (its JSON simple API, online) for each direct pin's newest
 release at least 7 days old and lists the pins a minor release or more behind it: the ones
@@ -15,6 +26,7 @@ comment gives. ``--no-outdated`` skips that.
 """
 
 import json
+import os
 import platform
 import re
 import subprocess
@@ -26,12 +38,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INDEX = "https://pypi.org/simple"
-CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# PyTorch's CPU index (PEP 503), for the hashes of torch's CPU builds; TORCH_CPU_INDEX names
+# a mirror of it.
+CPU_INDEX = os.environ.get("TORCH_CPU_INDEX", "https://download.pytorch.org/whl/cpu")
 MIN_AGE = timedelta(days=7)  # make lock proposes no release younger than this
 # A lock line starting so names what could not be hashed; make setup prints it first.
 UNHASHED = "# unhashed: "
 SOURCE = "requirements-dev.txt"
 LOCK = ROOT / "requirements.lock"
+CUDA_LOCK = ROOT / "requirements-cu130.lock"
+AUDIT_LOCK = ROOT / "scripts" / "audit.lock"
+AUDITOR = "pip-audit==2.10.0"  # scans the locks in CI (.github/workflows/ci.yml)
+# The Linux x86_64 wheels pip may choose for the CUDA lock: glibc 2.28 (torch's own tag) and
+# every older manylinux tag (the newest first).
+CUDA_PLATFORMS = (
+    *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 16, -1)),
+    "manylinux2014_x86_64",
+    "linux_x86_64",
+)
 # pip options that say where packages come from; paths are relative to the file, and the
 # lock lies beside the requirements files.
 INDEX_OPTION = re.compile(r"^\s*(--find-links|--index-url|--extra-index-url|-f|-i)[\s=]+(\S+)")
@@ -39,14 +63,32 @@ INDEX_OPTION = re.compile(r"^\s*(--find-links|--index-url|--extra-index-url|-f|-
 DIRECT_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)(?:.*#\s*held back:\s*(.+))?")
 
 
-def resolve(requirements: Path) -> dict[str, tuple[str, str]]:
+def resolve(requirements: Path, keep: Path | None = None) -> dict[str, tuple[str, str]]:
     """``{name: (version, sha256 of the file pip picked)}`` of everything pip would install
-    for ``requirements``."""
+    for ``requirements``; with ``keep`` (the current lock), each package it pins stays at
+    that version where the requirements still allow it."""
+    import tempfile
+
     command = [
         sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
         "--report", "-", "-r", str(requirements),
     ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory() as folder:
+        result = None
+        if keep is not None and keep.is_file():
+            kept = Path(folder) / "kept.txt"
+            kept.write_text(
+                "".join(
+                    f"{name}=={version}\n"
+                    for name, version in locked_versions(keep).items()
+                    if name != "platekit"  # its pin names the vendor/ build
+                )
+            )
+            result = subprocess.run(
+                [*command, "-c", str(kept)], capture_output=True, text=True, check=False
+            )
+        if result is None or result.returncode != 0:  # a changed pin needs other versions
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         sys.exit(f"error: pip could not resolve {requirements.name}:\n{result.stderr}")
     report = json.loads(result.stdout)
@@ -57,6 +99,68 @@ def resolve(requirements: Path) -> dict[str, tuple[str, str]]:
         )
         for item in report["install"]
     }
+
+
+def resolve_cuda(torch: str, pins: dict[str, tuple[str, list[str]]]) -> dict[str, str]:
+    """``{name: version}`` of torch ``torch``'s CUDA build from the index (PyPI) and all it
+    pulls in on Linux x86_64, held to the versions of ``pins`` (requirements.lock's)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        constraints = Path(folder) / "constraints.txt"
+        held = [f"{name}=={version}\n" for name, (version, _) in pins.items() if name != "torch"]
+        constraints.write_text("".join(held))
+        command = [
+            sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
+            "--report", "-", "--target", str(Path(folder) / "target"), "--only-binary", ":all:",
+            *(f"--platform={tag}" for tag in CUDA_PLATFORMS), "--implementation", "cp",
+            "--python-version", ".".join(platform.python_version_tuple()[:2]),
+            "--index-url", INDEX, "-c", str(constraints), f"torch=={torch}",
+        ]  # fmt: skip
+        # The index alone: no local wheel folder or constraint of this machine's pip settings
+        # (a CPU torch there would be picked); its certificate setting stays.
+        env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+        env.update(PIP_CONFIG_FILE=os.devnull, PIP_CERT=os.environ.get("PIP_CERT", ""))
+        if not env["PIP_CERT"]:
+            del env["PIP_CERT"]
+        result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    if result.returncode != 0:
+        sys.exit(f"error: pip could not resolve torch=={torch}'s CUDA build:\n{result.stderr}")
+    return {
+        normalise(item["metadata"]["name"]): item["metadata"]["version"]
+        for item in json.loads(result.stdout)["install"]
+    }
+
+
+def render_cuda(versions: dict[str, str]) -> str:
+    """requirements-cu130.lock's text: each pin with every file hash of its release."""
+    names = sorted(versions)
+    with ThreadPoolExecutor(max_workers=8) as pool:  # one index query per pin, side by side
+        found = pool.map(lambda name: release_hashes(name, versions[name]), names)
+        hashes = dict(zip(names, found, strict=True))
+    missing = [name for name in names if not hashes[name]]
+    if missing:
+        sys.exit(f"error: the index gave no file hashes for {', '.join(missing)}")
+    header = (
+        f"# torch {versions['torch']}'s CUDA 13.0 build (PyPI's, Linux) and every package it\n"
+        "# pulls in, pinned with the sha256 of each file of its release. Generated by `make lock`\n"
+        "# with requirements.lock (the shared pins agree); `make setup TORCH_VARIANT=cu130`\n"
+        "# installs it first (pip --require-hashes --no-deps), then requirements.lock.\n"
+    )
+    lines = [
+        f"{name}=={versions[name]} " + " ".join(f"--hash=sha256:{h}" for h in sorted(hashes[name]))
+        for name in names
+    ]
+    return header + "\n".join(lines) + "\n"
+
+
+def locked_versions(lock: Path) -> dict[str, str]:
+    """``{name: version}`` of a lock's pins."""
+    found = {}
+    for line in lock.read_text().splitlines():
+        if match := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line):
+            found[normalise(match.group(1))] = match.group(2)
+    return found
 
 
 def without_build_label(name: str, version: str) -> str:
@@ -236,12 +340,39 @@ def outdated(root: Path) -> list[str]:
     return lines or ["every direct pin is within a patch release of the newest"]
 
 
-def main(argv: list[str]) -> None:
-    text = render(*hashed(resolve(ROOT / SOURCE)), index_options(ROOT))
-    tmp = LOCK.with_suffix(".tmp")
+def write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
-    tmp.replace(LOCK)
-    print(f"wrote {LOCK.name}: {text.count('==')} pins")
+    tmp.replace(path)
+    print(f"wrote {path.name}: {text.count('==')} pins")
+
+
+def render_auditor() -> str:
+    """scripts/audit.lock's text: pip-audit and what it pulls in, each pin hashed."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        wanted = Path(folder) / "audit.txt"
+        wanted.write_text(f"{AUDITOR}\n")
+        pins, _ = hashed(resolve(wanted))
+    lines = render(pins, [], []).splitlines()[3:]  # without the lock's own header
+    header = (
+        "# pip-audit and what it pulls in, each pin with the sha256 of each file it may be\n"
+        "# installed from, for the CI step that scans requirements.lock and\n"
+        "# requirements-cu130.lock for known vulnerabilities. Generated by `make lock`.\n"
+    )
+    return header + "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> None:
+    keep = None if "--upgrade" in argv else LOCK
+    pins, notes = hashed(resolve(ROOT / SOURCE, keep))
+    cuda = render_cuda(resolve_cuda(pins["torch"][0], pins)) if "torch" in pins else None
+    auditor = render_auditor()
+    write(LOCK, render(pins, notes, index_options(ROOT)))
+    if cuda is not None:
+        write(CUDA_LOCK, cuda)
+    write(AUDIT_LOCK, auditor)
     if "--no-outdated" not in argv:
         print("\n".join(outdated(ROOT)))
 

@@ -1,9 +1,10 @@
 #!/bin/sh
 # Build .venv from the locks, every package hash-checked: `make setup` runs this.
 #
-# A line per step, with its seconds; pip's whole output goes to .venv/setup.log (on a
-# failure its last lines are shown). Settings come from the Makefile: PYTHON, TORCH_VARIANT
-# (auto: scripts/torch_variant.py) and, if given, TORCH_INDEX.
+# A line per step, with its seconds (and a dot for every 10 s while it runs); pip's whole
+# output goes to .venv/setup.log (on a failure its last lines are shown). Settings come from
+# the Makefile: PYTHON, TORCH_VARIANT (auto: scripts/torch_variant.py) and, if given,
+# TORCH_INDEX.
 set -eu
 
 venv=.venv
@@ -11,22 +12,31 @@ log=$venv.setup.log
 started=$(date +%s)
 : >"$log"
 
-run() {  # run a command into the log; on failure show the log's end and stop
-    if ! "$@" >>"$log" 2>&1; then
-        echo "setup: failed: $*" >&2
-        tail -n 15 "$log" >&2
-        echo "setup: the whole log: $log" >&2
-        exit 1
-    fi
+fail() {  # show the log's end and stop
+    echo "setup: failed: $*" >&2
+    tail -n 15 "$log" >&2
+    echo "setup: the whole log: $log" >&2
+    exit 1
 }
 
-step() {  # step "what" command...: one line, finished with the step's seconds
+run() {  # run a command into the log; on failure show the log's end and stop
+    "$@" >>"$log" 2>&1 || fail "$@"
+}
+
+step() {  # step "what" command...: one line, a dot per 10 s, finished with its seconds
     what=$1
     shift
     printf 'setup: %s ... ' "$what"
     begun=$(date +%s)
-    run "$@"
-    echo "$(($(date +%s) - begun)) s"
+    (while sleep 10 >/dev/null 2>&1; do printf '.'; done) &  # sleep holds no pipe
+    ticker=$!
+    if ! "$@" >>"$log" 2>&1; then
+        kill "$ticker"
+        echo
+        fail "$@"
+    fi
+    kill "$ticker"
+    echo " $(($(date +%s) - begun)) s"
 }
 
 decision=$(TORCH_VARIANT="${TORCH_VARIANT:-auto}" "$PYTHON" scripts/torch_variant.py)
@@ -56,8 +66,11 @@ grep -E '^torch==' requirements.lock >"$venv/torch.lock"
 if [ "$variant" = cpu ]; then
     step "torch $variant build, hash-checked (about 200 MB)" \
         "$venv/bin/python" -m pip install --no-deps ${index:+--index-url "$index"} -r "$venv/torch.lock"
+elif [ "$variant" = cu130 ] && [ -z "$index" ]; then
+    step "torch cu130 build and its $(grep -c -E '^(nvidia|cuda)-' requirements-cu130.lock) CUDA packages of requirements-cu130.lock, hash-checked (about 3 GB)" \
+        "$venv/bin/python" -m pip install --no-deps --require-hashes -r requirements-cu130.lock
 else
-    echo "setup: the $variant build's CUDA packages are not in requirements.lock: not hash-checked"
+    echo "setup: the $variant build's CUDA packages are on no index \`make lock\` reached: not hash-checked"
     version=$(sed -n 's/^torch==\([^ ]*\).*/\1/p' requirements.lock)
     step "torch $variant build (about 3 GB)" \
         "$venv/bin/python" -m pip install ${index:+--index-url "$index"} "torch==$version"
