@@ -96,3 +96,51 @@ def test_a_table_whose_features_cannot_fit_is_refused_once_they_are_known(tmp_pa
     assert "data.features=[...]" in line
     assert "Traceback" not in refused.stderr
     assert not (tmp_path / "outputs").exists() or not list((tmp_path / "outputs").rglob("*.ckpt"))
+
+
+def unique_target_table(path: Path, rows: int) -> Path:
+    """A number and a real-valued target (a price) with a value of its own in every row."""
+    lines = "".join(f"{i % 7},{i * 1.000003:.6f}\n" for i in range(rows))
+    path.write_text("a,label\n" + lines)
+    return path
+
+
+def test_a_table_of_distinct_texts_is_estimated_by_them_before_reading(tmp_path: Path) -> None:
+    # The target is read as texts: a regression target (or an id column) holds a Python
+    # string per distinct value, several times the file's bytes; the first block shows it.
+    cap = address_space_after_imports() + 400 * 2**20
+    table = unique_target_table(tmp_path / "prices.csv", 2_000_000)
+    size = table.stat().st_size
+    assert 30 * 2**20 < size < 400 * 2**20 // 3  # 3x of it (numbers, categories) would fit
+    refused = capped_train(tmp_path, table, cap)
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    [line] = [line for line in (refused.stdout + refused.stderr).splitlines() if "error:" in line]
+    assert "to read, but RLIMIT_AS (ulimit -v) leaves" in line, line
+    assert "ran out of memory" not in line
+    assert "Traceback" not in refused.stderr
+
+
+PER_PROCESS = """
+import os, resource, sys
+from pathlib import Path
+from platekit.data.memory import address_space, check_features
+from platekit.cli.errors import UserError
+cap = address_space() + 2 * 2**30
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+try:
+    check_features(Path("t.csv"), 1_000_000, 150)  # 572 MiB in each process
+    print("accepted")
+except UserError as error:
+    print(error)
+"""
+
+
+def test_ddp_ranks_count_their_own_need_against_their_own_address_space() -> None:
+    # RLIMIT_AS bounds each process: 8 ranks of 572 MiB each fit under 2 GiB each (the
+    # machine's memory, shared, holds the 4.5 GiB they need in all).
+    for ranks in ("1", "8"):
+        result = subprocess.run(
+            [sys.executable, "-c", PER_PROCESS], env=cli_env(LOCAL_WORLD_SIZE=ranks),
+            capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
+        assert result.stdout.strip() == "accepted", (ranks, result.stdout)

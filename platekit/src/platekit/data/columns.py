@@ -33,6 +33,37 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 BLOCK_BYTES = 1 << 20  # Arrow reads this much text at a time (more: no faster, more memory)
 SPACES = " \t"  # trimmed by Arrow before parsing: characters str.strip() trims too
+PER_TEXT = 150  # bytes a distinct text holds beside its characters: str, dict slot, list entry
+
+
+def text_load(
+    path: Path, header: list[str], names: Sequence[str], texts: Sequence[str] = ()
+) -> float:
+    """Bytes per byte of the table that the distinct texts of its text columns will hold as
+    Python strings, estimated from the table's first block: a column whose cells there are
+    mostly distinct (an id, free text, a regression target's values) holds a string per row.
+    What reading holds besides is ``memory.READER``; 0 for a table of numbers and categories."""
+    import pyarrow.compute as pc
+
+    index = [header.index(name) for name in names]
+    try:
+        first = next(batches(path, header, index), None)
+    except UserError:
+        return 0.0  # the reader names a broken file
+    if first is None or first.num_rows == 0:
+        return 0.0
+    rows = first.num_rows
+    per_row = 0.0
+    for name, i in zip(names, index, strict=True):
+        column = first.column(f"c{i}")
+        if name not in texts and parse_numbers(column) is not None:
+            continue  # numbers: float32, in READER
+        distinct = pc.count_distinct(column).as_py()
+        if distinct > rows / 2:
+            length = pc.mean(pc.utf8_length(column)).as_py() or 0.0
+            per_row += distinct / rows * (length + PER_TEXT)
+    block = min(BLOCK_BYTES, max(path.stat().st_size, 1))  # the bytes of the first block
+    return per_row / (block / rows)
 
 
 @dataclass(frozen=True)

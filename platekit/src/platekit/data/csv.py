@@ -23,10 +23,10 @@ from ..runtime.files import write_atomic
 from . import encoding
 from .base import BaseDataModule, Rows
 from .cells import BOOL, GROUPED, PLAIN, infer_format, parse
-from .columns import Texts, read_columns
+from .columns import Texts, read_columns, text_load
 from .examples import read_sklearn_table
 from .info import DataInfo
-from .memory import check_features, check_memory, out_of_memory
+from .memory import READER, check_features, check_memory, out_of_memory
 from .tables import pick_columns, read_header
 
 log = logging.getLogger(__name__)
@@ -105,10 +105,11 @@ class CsvDataModule(BaseDataModule):
         header = read_header(path)
         columns = pick_columns(path, header, options.target, options.features)
         self._columns = tuple(columns)
-        check_memory(path)
+        texts = [options.target, *encoding.text_columns(self._stored or ())]
+        wanted = [*columns, options.target]
+        check_memory(path, READER + text_load(path, header, wanted, texts))
         try:
-            texts = [options.target, *encoding.text_columns(self._stored or ())]
-            cells = read_columns(path, header, [*columns, options.target], texts)
+            cells = read_columns(path, header, wanted, texts)
         except MemoryError:
             raise out_of_memory(path) from None
         labels = cells.pop(options.target)

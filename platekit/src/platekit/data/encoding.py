@@ -98,13 +98,15 @@ def infer_columns(
 
 
 def number_values(column: Column, fmt: str) -> tuple[np.ndarray, np.ndarray]:
-    """A number column's values (NaN at gaps) and gaps, each row read in format ``fmt``."""
+    """A number column's float32 values (NaN at gaps) and gaps, each row read in format
+    ``fmt``: a column is judged (constant or not, its fill) as the model will see it."""
     if isinstance(column, Numbers):
         return column.values, column.gaps
     gap = column.gaps()
     parsed = [math.nan if gap[i] else parse(text, fmt) for i, text in enumerate(column.texts)]
     values = np.asarray([math.nan if v is None else v for v in parsed], dtype=np.float64)
-    return values[column.codes], gap[column.codes]
+    with np.errstate(over="ignore"):  # in float32, as the model takes them and Numbers hold them
+        return values.astype(np.float32)[column.codes], gap[column.codes]
 
 
 def is_constant(values: np.ndarray, gaps: np.ndarray) -> bool:
@@ -285,8 +287,8 @@ def number_feature(
     if len(infinite):
         row = int(infinite[0])
         raise UserError(
-            f"{source} column '{name}' row {row + 1} holds {cell_text(column, row)}: not a "
-            "finite number within float32's range (about 3.4e38); use finite numbers"
+            f"{source} column '{name}' row {row + 1} holds {cell_text(column, row)}: infinite, "
+            "or beyond float32's range (about 3.4e38); use finite numbers"
         )
     return gaps
 

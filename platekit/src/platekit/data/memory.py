@@ -28,27 +28,48 @@ M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 _depth = 0  # return_freed_memory's nesting
 
 
-def available_bytes() -> tuple[int, str] | None:
-    """The bytes this process may still allocate, and which limit says so; None if unknown."""
-    limits: list[tuple[int, str]] = []
+def limits() -> list[tuple[int, str, bool]]:
+    """What this process may still allocate under each limit that applies: ``(bytes, which
+    limit, whether it is shared by the machine's processes)``."""
+    found: list[tuple[int, str, bool]] = []
     cgroup = Path("/sys/fs/cgroup")
     try:
         maximum = (cgroup / "memory.max").read_text().strip()
         if maximum != "max":
             used = int((cgroup / "memory.current").read_text())
-            limits.append((int(maximum) - used, "the cgroup's memory limit"))
+            found.append((int(maximum) - used, "the cgroup's memory limit", True))
     except (OSError, ValueError):
         pass
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY:
-        limits.append((soft - address_space(), "RLIMIT_AS (ulimit -v)"))
+    if soft != resource.RLIM_INFINITY:  # each process's own
+        found.append((soft - address_space(), "RLIMIT_AS (ulimit -v)", False))
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                limits.append((int(line.split()[1]) * 1024, "the memory available"))
+                found.append((int(line.split()[1]) * 1024, "the memory available", True))
     except (OSError, ValueError, IndexError):
         pass
-    return min(limits) if limits else None
+    return found
+
+
+def broken_limit(each: int) -> tuple[int, int, str] | None:
+    """The first limit a need of ``each`` bytes in every training process on this machine
+    breaks: ``(the need it counts, what it leaves, its name)``; None if every one holds. A
+    machine-wide limit counts every process's need, ``RLIMIT_AS`` this process's."""
+    processes = processes_here()
+    for room, name, shared in limits():
+        need = each * processes if shared else each
+        if need > room:
+            return need, room, name
+    return None
+
+
+def in_processes(each: int) -> str:
+    """`` in each of N processes (T in all)`` under DDP, else ''."""
+    processes = processes_here()
+    if processes == 1:
+        return ""
+    return f" in each of {processes} processes ({format_bytes(each * processes)} in all)"
 
 
 def address_space() -> int:
@@ -71,21 +92,21 @@ def processes_here() -> int:
 
 
 def check_memory(path: Path, per_byte: float = READER) -> None:
-    """Refuse, in one line, a table whose reading cannot fit in the memory this process may use."""
+    """Refuse, in one line, a table whose reading cannot fit in the memory this process may
+    use (``per_byte``: bytes held per byte of the file)."""
     try:
         size = path.stat().st_size
     except OSError:
         return  # the reader names a missing file
-    processes = processes_here()
-    need = int(size * per_byte * processes)
-    room = available_bytes()
-    if room is None or need <= room[0]:
+    each = int(size * per_byte)
+    broken = broken_limit(each)
+    if broken is None:
         return
-    each = f" in each of {processes} processes" if processes > 1 else ""
+    _, room, name = broken
     raise UserError(
-        f"table {path} ({format_bytes(size)}) needs about {format_bytes(need)} to read"
-        f"{each}, but {room[1]} leaves {format_bytes(max(room[0], 0))}; use a machine or "
-        "limit with more memory, fewer processes per machine, or a smaller table"
+        f"table {path} ({format_bytes(size)}) needs about {format_bytes(each)} to read"
+        f"{in_processes(each)}, but {name} leaves {format_bytes(max(room, 0))}; use a "
+        "machine or limit with more memory, fewer processes per machine, or a smaller table"
     )
 
 
@@ -93,16 +114,16 @@ def check_features(path: Path, rows: int, features: int) -> None:
     """Refuse, in one line, a table whose encoded features (``rows`` x ``features`` float32,
     its category columns one feature per value) cannot fit in the memory left: checked after
     reading, before they are made."""
-    processes = processes_here()
-    need = rows * features * FEATURE_BYTES * processes
-    room = available_bytes()
-    if room is None or need <= room[0]:
+    each = rows * features * FEATURE_BYTES
+    broken = broken_limit(each)
+    if broken is None:
         return
-    each = f" in each of {processes} processes" if processes > 1 else ""
+    _, room, name = broken
     raise UserError(
         f"table {path} encodes as {rows:,} rows x {features:,} features "
-        f"({format_bytes(need)}{each}), but {room[1]} leaves {format_bytes(max(room[0], 0))}; "
-        "leave out wide category columns (data.features=[...]), or use more memory"
+        f"({format_bytes(each)}{in_processes(each)}), but {name} leaves "
+        f"{format_bytes(max(room, 0))}; leave out wide category columns "
+        "(data.features=[...]), or use more memory"
     )
 
 

@@ -20,11 +20,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from ..cli.errors import UserError
 from .cells import GROUPED, PLAIN, infer_format, parse
-from .columns import Texts, read_columns
+from .columns import Texts, read_columns, text_load
 from .encoding import encode, text_columns
 from .info import DataInfo
 from .inputs import read_inputs, table_array
-from .memory import check_memory, out_of_memory
+from .memory import READER, check_memory, out_of_memory
 from .tables import column_index, read_header, read_table
 
 log = logging.getLogger(__name__)
@@ -79,9 +79,9 @@ def labelled_rows(settings: dict[str, Any], info: DataInfo) -> tuple[np.ndarray,
                 f"model's columns ({', '.join(names)}) and the target column (data.target)"
             )
         column_index(path, header, [*names, name])
-        check_memory(path)
+        texts = [name, *text_columns(info.table_columns)]
+        check_memory(path, READER + text_load(path, header, [*names, name], texts))
         try:
-            texts = [name, *text_columns(info.table_columns)]
             columns = read_columns(path, header, [*names, name], texts)
         except MemoryError:
             raise out_of_memory(path) from None
