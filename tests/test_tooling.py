@@ -4,6 +4,7 @@ pre-commit. Workflows are checked against GitHub's schema and by zizmor, offline
 import contextlib
 import hashlib
 import http.server
+import json
 import re
 import shutil
 import subprocess
@@ -131,6 +132,46 @@ def test_the_cuda_lock_hashes_torchs_cuda_build_and_every_cuda_package(
     assert "requirements-cu130.lock: jinja2==3.1.5 but requirements.lock has jinja2==3.1.6" in (
         result.stderr
     )
+
+
+@pytest.mark.slow
+def test_one_lock_serves_every_python_the_template_offers(
+    default_project: Path, tmp_path: Path
+) -> None:
+    # Resolved again with each Python's markers (uv, from pip.lock, hash-checked) and held
+    # to the lock's versions, every offered Python needs exactly the lock's packages: none
+    # added, none left out. (The lock's file hashes cover each Python's wheels already.)
+    venv = tmp_path / "uv"
+    run(sys.executable, "-m", "venv", str(venv), cwd=tmp_path)
+    installed = run(
+        str(venv / "bin" / "python"), "-m", "pip", "install", "--require-hashes", "-r",
+        str(default_project / "pip.lock"), cwd=tmp_path,
+    )  # fmt: skip
+    assert installed.returncode == 0, tail(installed)
+    lock = pins(default_project / "requirements.lock")
+    held = tmp_path / "held.txt"
+    held.write_text("".join(f"{n}=={v}\n" for n, v in lock.items() if n != "platekit"))
+    offered = json.loads((TEMPLATE / "cookiecutter.json").read_text())["python_version"]
+    assert offered == ["3.11", "3.12", "3.13"]
+    for python in offered:
+        resolved = run(
+            str(venv / "bin" / "uv"), "pip", "compile", "requirements-dev.txt",
+            "--python-version", python, "--python-platform", "x86_64-manylinux_2_28",
+            "-c", str(held), "--find-links", "vendor", "--index-url", "https://pypi.org/simple",
+            "--index-strategy", "unsafe-best-match", "--no-header", "--no-annotate",
+            cwd=default_project,
+        )  # fmt: skip
+        assert resolved.returncode == 0, tail(resolved)
+        found = {
+            name: version
+            for name, version in pins_of(resolved.stdout).items()
+            if not name.startswith(("nvidia-", "cuda-", "triton"))  # PyPI's torch: CUDA's
+        }
+        assert found == lock, python
+
+
+def pins_of(text: str) -> dict[str, str]:
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in PIN.findall(text)}
 
 
 def test_pre_commit_hooks_are_local_and_pinned(default_project: Path) -> None:
