@@ -26,9 +26,17 @@ run() {  # run a command into the log; on failure show the log's end and stop
 step() {  # step "what" command...: one line, a dot per 10 s, finished with its seconds
     what=$1
     shift
-    printf 'setup: %s ... ' "$what"
+    printf 'setup: %s ...' "$what"
     begun=$(date +%s)
-    (while sleep 10 >/dev/null 2>&1; do printf '.'; done) &  # sleep holds no pipe
+    (
+        trap 'kill "$nap" 2>/dev/null; exit 0' TERM  # its sleep ends with it
+        while :; do
+            sleep 10 >/dev/null 2>&1 &
+            nap=$!
+            wait "$nap"
+            printf '.'
+        done
+    ) &
     ticker=$!
     if ! "$@" >>"$log" 2>&1; then
         kill "$ticker"
