@@ -36,6 +36,7 @@ EXPECTED_FILES = {
     "scripts/slurm.sbatch",
     "scripts/sweep.sbatch",
     "scripts/setup.sh",
+    "scripts/torch_pin.py",
     "scripts/torch_variant.py",
     "scripts/torchrun.sh",
     *(

@@ -82,3 +82,27 @@ def test_a_release_younger_than_a_week_is_not_proposed() -> None:
     assert before is not None and before != today
     assert lock.newest("pip", now=uploaded + timedelta(days=7, minutes=1)) == today
     assert lock.newest("pip", now=datetime.now(UTC)) == today
+
+
+@pytest.mark.slow
+def test_make_lock_moves_only_what_a_bumped_pin_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lock of requests and what it pulls in; then requests is bumped: its dependencies
+    # keep their locked versions (they still fit), only requests moves.
+    lock = lock_script()
+    monkeypatch.setattr(lock, "ROOT", tmp_path)
+    (tmp_path / "requirements-dev.txt").write_text("requests==2.32.2\n")
+    locked = tmp_path / "requirements.lock"
+    locked.write_text(
+        "requests==2.32.2\ncharset-normalizer==3.3.2\nidna==3.6\nurllib3==2.2.1\n"
+        "certifi==2024.2.2\n"
+    )
+    (tmp_path / "requirements-dev.txt").write_text("requests==2.32.3\n")
+    resolved = {
+        name: v for name, (v, _) in lock.resolve(tmp_path / "requirements-dev.txt", locked).items()
+    }
+    assert resolved == {
+        "requests": "2.32.3", "charset-normalizer": "3.3.2", "idna": "3.6",
+        "urllib3": "2.2.1", "certifi": "2024.2.2",
+    }  # fmt: skip

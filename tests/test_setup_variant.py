@@ -78,3 +78,72 @@ def test_a_variant_given_by_hand_wins_and_a_wrong_one_is_one_line(tmp_path: Path
     assert (
         wrong.stderr.strip() == "error: TORCH_VARIANT=cu128 is not one of auto, cpu, cu126, cu130"
     )
+
+
+def test_torch_is_pinned_by_hash_where_the_lock_holds_that_pythons_build() -> None:
+    # The lock was made on 3.11 with PyTorch's CPU index unreachable: its torch line holds
+    # the cp311 CPU build's hash and an `# unhashed:` line says the others are missing, so
+    # 3.12 and 3.13 install torch by its version alone (make setup prints that line first).
+    baked = TEMPLATE / "{{cookiecutter.project_slug}}"
+    probe = (
+        "import sys; sys.path.insert(0, 'scripts'); import torch_pin; "
+        "lock = open('requirements.lock').read(); "
+        "print(*(torch_pin.torch_pin(lock, v) for v in ('3.11', '3.12', '3.13')), sep='\\n')"
+    )
+    lines = subprocess.run(
+        [sys.executable, "-c", probe], cwd=baked, capture_output=True, text=True, timeout=60,
+        check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert lines[0].startswith("torch==2.13.0 --hash=sha256:")
+    assert lines[1:] == ["torch==2.13.0", "torch==2.13.0"]
+    lock = (baked / "requirements.lock").read_text()
+    assert "# unhashed: torch 2.13.0's CPU builds for Pythons other than 3.11" in lock
+    hashed = lock.replace("# unhashed: torch", "# (no longer unhashed)")  # a complete lock
+    assert torch_pin_of(hashed, "3.12").startswith("torch==2.13.0 --hash=sha256:")
+
+
+def torch_pin_of(lock: str, python: str) -> str:
+    import importlib.util
+
+    path = TEMPLATE / "{{cookiecutter.project_slug}}" / "scripts" / "torch_pin.py"
+    spec = importlib.util.spec_from_file_location("torch_pin", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.torch_pin(lock, python)
+
+
+def test_ctrl_c_during_make_setup_leaves_no_ticker_behind(tmp_path: Path) -> None:
+    # A step's line prints a dot every 10 s from a ticker process: Ctrl-C (SIGINT to the
+    # foreground group) ends make setup, and the ticker with it, so the output ends too.
+    import select
+    import signal
+    import time
+
+    from conftest import bake
+
+    project = bake(tmp_path)
+    base_python = str(Path(sys.base_prefix) / "bin" / "python3")
+    started = subprocess.Popen(
+        ["make", "setup", f"PYTHON={base_python}", "TORCH_VARIANT=cpu"], cwd=project,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    assert started.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"pip and uv, pinned by pip.lock" not in seen and time.monotonic() < deadline:
+        seen += started.stdout.read1(4096)  # the venv step is done, the next one runs
+    os.killpg(started.pid, signal.SIGINT)
+    started.wait(timeout=60)
+    assert started.returncode != 0
+    ended, closed = time.monotonic(), False
+    while time.monotonic() - ended < 5 and not closed:  # end of file: every writer is gone
+        ready, _, _ = select.select([started.stdout], [], [], 0.5)
+        closed = bool(ready) and started.stdout.read1(4096) == b""
+    leftover = subprocess.run(
+        ["pgrep", "-a", "-g", str(started.pid)], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    if leftover:
+        os.killpg(started.pid, signal.SIGKILL)
+    assert closed, f"the output is still open 5 s after make ended; left running: {leftover}"
+    assert leftover == ""

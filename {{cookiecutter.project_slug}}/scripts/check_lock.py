@@ -116,10 +116,10 @@ def stale_pins(root: Path) -> list[str]:
 
 def cuda_lock(root: Path, lock: dict[str, str]) -> list[str]:
     """One line per pin of requirements-cu130.lock that disagrees with requirements.lock or
-    carries no hash; empty if there is no such file."""
+    carries no hash, or one line saying it is missing."""
     path = root / "requirements-cu130.lock"
-    if not path.is_file():
-        return []
+    if not path.is_file():  # make setup, the Dockerfile and CI read it
+        return [f"{path.name} is missing; {FIX}"]
     problems = []
     for line in path.read_text().splitlines():
         if not (match := PIN.match(line)):

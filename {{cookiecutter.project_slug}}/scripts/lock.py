@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INDEX = "https://pypi.org/simple"
 # PyTorch's CPU index (PEP 503), for the hashes of torch's CPU builds; TORCH_CPU_INDEX names
 # a mirror of it.
-CPU_INDEX = os.environ.get("TORCH_CPU_INDEX", "https://download.pytorch.org/whl/cpu")
+CPU_INDEX = os.environ.get("TORCH_CPU_INDEX") or "https://download.pytorch.org/whl/cpu"
 MIN_AGE = timedelta(days=7)  # make lock proposes no release younger than this
 # A lock line starting so names what could not be hashed; make setup prints it first.
 UNHASHED = "# unhashed: "
@@ -77,16 +77,19 @@ def resolve(requirements: Path, keep: Path | None = None) -> dict[str, tuple[str
         result = None
         if keep is not None and keep.is_file():
             kept = Path(folder) / "kept.txt"
+            direct = direct_pins(ROOT)  # the requirements' own pins decide themselves
             kept.write_text(
                 "".join(
                     f"{name}=={version}\n"
                     for name, version in locked_versions(keep).items()
-                    if name != "platekit"  # its pin names the vendor/ build
+                    if name not in direct and name != "platekit"
                 )
             )
             result = subprocess.run(
                 [*command, "-c", str(kept)], capture_output=True, text=True, check=False
             )
+            if result.returncode != 0:
+                print(f"make lock: {keep.name}'s versions no longer fit; resolving afresh")
         if result is None or result.returncode != 0:  # a changed pin needs other versions
             result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -103,13 +106,17 @@ def resolve(requirements: Path, keep: Path | None = None) -> dict[str, tuple[str
 
 def resolve_cuda(torch: str, pins: dict[str, tuple[str, list[str]]]) -> dict[str, str]:
     """``{name: version}`` of torch ``torch``'s CUDA build from the index (PyPI) and all it
-    pulls in on Linux x86_64, held to the versions of ``pins`` (requirements.lock's)."""
+    pulls in on Linux x86_64, held to the versions of ``pins`` (requirements.lock's) and of
+    the CUDA lock there is (its own packages move only when torch's pins need it)."""
     import tempfile
 
+    versions = {name: version for name, (version, _) in pins.items()}
+    own = locked_versions(CUDA_LOCK) if CUDA_LOCK.is_file() else {}
     with tempfile.TemporaryDirectory() as folder:
         constraints = Path(folder) / "constraints.txt"
-        held = [f"{name}=={version}\n" for name, (version, _) in pins.items() if name != "torch"]
-        constraints.write_text("".join(held))
+        held = {**own, **versions}
+        held.pop("torch", None)
+        constraints.write_text("".join(f"{name}=={version}\n" for name, version in held.items()))
         command = [
             sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
             "--report", "-", "--target", str(Path(folder) / "target"), "--only-binary", ":all:",
@@ -124,6 +131,11 @@ def resolve_cuda(torch: str, pins: dict[str, tuple[str, list[str]]]) -> dict[str
         if not env["PIP_CERT"]:
             del env["PIP_CERT"]
         result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+        if result.returncode != 0 and own:  # torch's own pins moved: the CUDA stack with them
+            print(f"make lock: {CUDA_LOCK.name}'s versions no longer fit; resolving afresh")
+            shared = [f"{n}=={v}\n" for n, v in versions.items() if n != "torch"]
+            constraints.write_text("".join(shared))
+            result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:
         sys.exit(f"error: pip could not resolve torch=={torch}'s CUDA build:\n{result.stderr}")
     return {
@@ -211,10 +223,10 @@ def cpu_torch_hashes(version: str) -> set[str] | None:
     try:
         with urllib.request.urlopen(f"{CPU_INDEX}/torch/", timeout=30) as answer:
             page = answer.read().decode("utf-8", "replace")
-    except OSError:
+    except (OSError, ValueError):  # unreachable, or not a URL
         return None
     pattern = rf"torch-{re.escape(version)}(?:%2B|\+)cpu-[^\"'#]+#sha256=([0-9a-f]{{64}})"
-    return set(re.findall(pattern, page))
+    return set(re.findall(pattern, page)) or None  # an index without that build: as none
 
 
 def hashed(
@@ -233,7 +245,7 @@ def hashed(
         if cpu is None:
             notes.append(
                 f"{UNHASHED}torch {resolved['torch'][0]}'s CPU builds for Pythons other than "
-                f"{'.'.join(platform.python_version_tuple()[:2])} ({CPU_INDEX} did not answer "
+                f"{'.'.join(platform.python_version_tuple()[:2])} ({CPU_INDEX} gave none to "
                 "`make lock`); `make lock` on a machine that reaches it adds them"
             )
         # This is the CPU lock: PyPI's torch files are its CUDA builds, which pip would
@@ -368,11 +380,13 @@ def main(argv: list[str]) -> None:
     keep = None if "--upgrade" in argv else LOCK
     pins, notes = hashed(resolve(ROOT / SOURCE, keep))
     cuda = render_cuda(resolve_cuda(pins["torch"][0], pins)) if "torch" in pins else None
-    auditor = render_auditor()
+    ci = (ROOT / ".github" / "workflows" / "ci.yml").is_file()  # the scan is CI's
+    auditor = render_auditor() if ci else None
     write(LOCK, render(pins, notes, index_options(ROOT)))
     if cuda is not None:
         write(CUDA_LOCK, cuda)
-    write(AUDIT_LOCK, auditor)
+    if auditor is not None:
+        write(AUDIT_LOCK, auditor)
     if "--no-outdated" not in argv:
         print("\n".join(outdated(ROOT)))
 

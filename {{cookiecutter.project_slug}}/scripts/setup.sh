@@ -10,6 +10,11 @@ set -eu
 venv=.venv
 log=$venv.setup.log
 started=$(date +%s)
+ticker=
+# A step's ticker ends with the script, however it ends (Ctrl-C: 130, SIGTERM: 143).
+trap 'if [ -n "$ticker" ]; then kill "$ticker" 2>/dev/null || true; fi' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 : >"$log"
 
 fail() {  # show the log's end and stop
@@ -29,7 +34,8 @@ step() {  # step "what" command...: one line, a dot per 10 s, finished with its 
     printf 'setup: %s ...' "$what"
     begun=$(date +%s)
     (
-        trap 'kill "$nap" 2>/dev/null; exit 0' TERM  # its sleep ends with it
+        nap=
+        trap 'if [ -n "$nap" ]; then kill "$nap" 2>/dev/null; fi; exit 0' TERM  # and its sleep
         while :; do
             sleep 10 >/dev/null 2>&1 &
             nap=$!
@@ -40,10 +46,13 @@ step() {  # step "what" command...: one line, a dot per 10 s, finished with its 
     ticker=$!
     if ! "$@" >>"$log" 2>&1; then
         kill "$ticker"
+        ticker=
         echo
         fail "$@"
     fi
     kill "$ticker"
+    wait "$ticker" 2>/dev/null || true  # no dot after the seconds
+    ticker=
     echo " $(($(date +%s) - begun)) s"
 }
 
@@ -70,9 +79,11 @@ if [ -f vendor/platekit.txt ]; then  # first: a replaced wheel stops the set-up 
     step "platekit from vendor/, hash-checked" \
         "$venv/bin/python" -m pip install --no-deps --require-hashes -r vendor/platekit.txt
 fi
-grep -E '^torch==' requirements.lock >"$venv/torch.lock"
+"$venv/bin/python" scripts/torch_pin.py >"$venv/torch.lock"  # hashed, where the lock can
+checked="hash-checked"
+grep -q -- '--hash=' "$venv/torch.lock" || checked="NOT hash-checked (see the unhashed line)"
 if [ "$variant" = cpu ]; then
-    step "torch $variant build, hash-checked (about 200 MB)" \
+    step "torch $variant build, $checked (about 200 MB)" \
         "$venv/bin/python" -m pip install --no-deps ${index:+--index-url "$index"} -r "$venv/torch.lock"
 elif [ "$variant" = cu130 ] && [ -z "$index" ]; then
     step "torch cu130 build and its $(grep -c -E '^(nvidia|cuda)-' requirements-cu130.lock) CUDA packages of requirements-cu130.lock, hash-checked (about 3 GB)" \
