@@ -12,10 +12,11 @@ DEMO_DIR := build/demo
 
 # The baked pins bring platekit's vendored wheel; the editable install over it makes the
 # template tests run platekit/src as it stands.
-$(STAMP): requirements-dev.txt {{cookiecutter.project_slug}}/requirements.txt {{cookiecutter.project_slug}}/requirements-dev.txt platekit/pyproject.toml
+$(STAMP): requirements-dev.txt {{cookiecutter.project_slug}}/pyproject.toml tools/bake_pins.py platekit/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(PYTHON) tools/bake_pins.py > $(VENV)/bake-pins.txt
+	$(BIN)/python -m pip install --quiet -r $(VENV)/bake-pins.txt -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e platekit
 	touch $@
 

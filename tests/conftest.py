@@ -94,7 +94,7 @@ def tail(result: subprocess.CompletedProcess, chars: int = 3000) -> Any:
 def tool(name: str) -> str:
     """A command-line tool installed beside this interpreter (the template's .venv)."""
     path = Path(sys.executable).parent / name
-    assert path.is_file(), f"{name} is missing: install requirements-dev.txt"
+    assert path.is_file(), f"{name} is missing: make the template's .venv (make test)"
     return str(path)
 
 

@@ -28,13 +28,11 @@ def test_outdated_pins_are_listed_and_held_ones_give_their_reason(tmp_path: Path
     if newest is None:
         pytest.skip("the package index cannot be reached")
     old = f"{int(newest.split('.')[0]) - 1}.0.0"  # a major release behind
-    (tmp_path / "requirements.txt").write_text(
-        f"--find-links vendor\npytest=={old}\n"
-        f"pytest-xdist==1.0.0  # held back: a test of the reason\n"
-        f"no-such-package-torchplate-test==1.0.0\n"
-    )
-    (tmp_path / "requirements-dev.txt").write_text(
-        f"-r requirements.txt\npip=={lock.newest('pip')}\n"
+    (tmp_path / "pyproject.toml").write_text(
+        f'[project]\ndependencies = [\n    "pytest=={old}",\n'
+        f'    "pytest-xdist==1.0.0",  # held back: a test of the reason\n'
+        f'    "no-such-package-torchplate-test==1.0.0",\n]\n\n'
+        f'[dependency-groups]\ndev = [\n    "pip=={lock.newest("pip")}",\n]\n'
     )
     lines = lock.outdated(tmp_path)
     assert lines[0].startswith("pins behind the newest release")
@@ -92,16 +90,16 @@ def test_make_lock_moves_only_what_a_bumped_pin_needs(
     # keep their locked versions (they still fit), only requests moves.
     lock = lock_script()
     monkeypatch.setattr(lock, "ROOT", tmp_path)
-    (tmp_path / "requirements-dev.txt").write_text("requests==2.32.2\n")
     locked = tmp_path / "requirements.lock"
     locked.write_text(
         "requests==2.32.2\ncharset-normalizer==3.3.2\nidna==3.6\nurllib3==2.2.1\n"
         "certifi==2024.2.2\n"
     )
-    (tmp_path / "requirements-dev.txt").write_text("requests==2.32.3\n")
-    resolved = {
-        name: v for name, (v, _) in lock.resolve(tmp_path / "requirements-dev.txt", locked).items()
-    }
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\ndependencies = [\n    "requests==2.32.3",\n]\n'
+    )
+    wanted = lock.requirements_file(tmp_path, tmp_path)
+    resolved = {name: v for name, (v, _) in lock.resolve(wanted, locked).items()}
     assert resolved == {
         "requests": "2.32.3", "charset-normalizer": "3.3.2", "idna": "3.6",
         "urllib3": "2.2.1", "certifi": "2024.2.2",

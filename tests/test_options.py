@@ -1,7 +1,7 @@
 """Every combination of the options bakes, lints and passes the baked tests it can affect.
 
 A covering set, because the options touch disjoint things:
-- ``logger`` changes requirements*.txt, the lock, configs/logger/ and the default in
+- ``logger`` changes pyproject.toml's pins, the lock, configs/logger/ and the default in
   train.yaml. The bakes with wandb and mlflow (the loggers that add packages and a config)
   run the tests about loggers: the ``logger=...`` cases of the bake's test_configs.py
   (compose and build each), and platekit's test_logger.py with that bake as its project
@@ -24,6 +24,7 @@ A covering set, because the options touch disjoint things:
 import itertools
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,8 @@ pytestmark = pytest.mark.slow
 
 def pinned(path: Path) -> set[str]:
     return {
-        name.lower() for name in re.findall(r"^([A-Za-z0-9_.-]+)==", path.read_text(), re.MULTILINE)
+        name.lower()
+        for name in re.findall(r'^\s*"?([A-Za-z0-9_.-]+)==', path.read_text(), re.MULTILINE)
     }
 
 
@@ -64,7 +66,7 @@ def test_combination_bakes_and_lints(
         yaml.safe_load(path.read_text())
     train = yaml.safe_load((project / "configs/train.yaml").read_text())
     assert {"logger": logger} in train["defaults"]
-    for name in ("requirements.txt", "requirements.lock"):
+    for name in ("pyproject.toml", "requirements.lock"):
         pins = pinned(project / name)
         for owner, packages in LOGGER_PINS.items():
             assert (packages <= pins) == (owner == logger), f"{name}: {owner} pins"
@@ -77,6 +79,21 @@ def test_combination_bakes_and_lints(
     for args in (["check", "--no-cache", "."], ["format", "--no-cache", "--check", "."]):
         result = run(sys.executable, "-m", "ruff", *args, cwd=project)
         assert result.returncode == 0, tail(result)
+    checked = run(sys.executable, "scripts/check_lock.py", cwd=project)  # its lock: its pins
+    assert checked.returncode == 0, tail(checked)
+
+
+@pytest.mark.parametrize("python", ["3.11", "3.12", "3.13"])
+def test_every_python_bakes_a_declaration_its_lock_matches(python: str, tmp_path: Path) -> None:
+    project = bake(tmp_path, python_version=python, logger="mlflow", serve="yes")
+    settings = tomllib.loads((project / "pyproject.toml").read_text())
+    assert settings["project"]["requires-python"] == f">={python}"
+    declared = settings["project"]["dependencies"]
+    assert "mlflow-skinny==3.17.2" in declared and "uvicorn==0.54.0" in declared
+    assert "pytest==9.2.0" in settings["dependency-groups"]["dev"]
+    assert settings["tool"]["uv"]["find-links"] == ["vendor"]
+    checked = run(sys.executable, "scripts/check_lock.py", cwd=project)
+    assert checked.returncode == 0, tail(checked)
 
 
 @pytest.mark.parametrize("logger", ["wandb", "mlflow"])

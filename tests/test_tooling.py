@@ -96,11 +96,19 @@ def test_hadolint_really_lints(tmp_path: Path) -> None:
     assert "DL3006" in result.stdout and "DL3013" in result.stdout
 
 
+def declared_pins(project: Path) -> dict[str, str]:
+    """The ``==`` pins of a bake's pyproject.toml: its dependencies and its dev group."""
+    settings = tomllib.loads((project / "pyproject.toml").read_text())
+    listed = [*settings["project"]["dependencies"], *settings["dependency-groups"]["dev"]]
+    return pins_of("\n".join(listed))
+
+
 def test_lock_pins_every_direct_requirement(default_project: Path) -> None:
     lock = pins(default_project / "requirements.lock")
-    for name in ("requirements.txt", "requirements-dev.txt"):
-        for package, version in pins(default_project / name).items():
-            assert lock.get(package) == version, f"{name}: {package}=={version} not in the lock"
+    declared = declared_pins(default_project)
+    assert {"platekit", "torch", "lightning", "pytest", "ruff"} <= set(declared)
+    for package, version in declared.items():
+        assert lock.get(package) == version, f"{package}=={version} not in the lock"
     assert lock["torch"] == "2.13.0"  # no local label such as +cpu, no other torch
     assert not [p for p in lock if p.startswith(("nvidia-", "triton"))]
     assert not {"wandb", "mlflow-skinny"} & set(lock)  # only where that logger is chosen
@@ -193,9 +201,11 @@ def test_one_lock_serves_every_python_the_template_offers(
     held.write_text("".join(f"{n}=={v}\n" for n, v in lock.items() if n != "platekit"))
     offered = json.loads((TEMPLATE / "cookiecutter.json").read_text())["python_version"]
     assert offered == ["3.11", "3.12", "3.13"]
+    wanted = tmp_path / "declared.txt"
+    wanted.write_text("".join(f"{n}=={v}\n" for n, v in declared_pins(default_project).items()))
     for python in offered:
         resolved = run(
-            str(venv / "bin" / "uv"), "pip", "compile", "requirements-dev.txt",
+            str(venv / "bin" / "uv"), "pip", "compile", str(wanted),
             "--python-version", python, "--python-platform", "x86_64-manylinux_2_28",
             "-c", str(held), "--find-links", "vendor", "--index-url", "https://pypi.org/simple",
             "--index-strategy", "unsafe-best-match", "--no-header", "--no-annotate",
@@ -308,8 +318,8 @@ def test_make_lock_regenerates_a_complete_lock(tmp_path: Path) -> None:
     assert result.returncode == 0, tail(result)
     text = (project / "requirements.lock").read_text()
     has_cpu_torch = bool(sorted(Path("/opt/wheels").glob("torch-2.13.0+cpu-*.whl")))
-    assert ("# unhashed:" in text) != has_cpu_torch  # a mirror without the build: said
-    assert text.startswith("# Every package requirements-dev.txt pulls in, pinned with the sha256")
+    assert ("# unhashed:" in text) != has_cpu_torch, text[:900]  # a mirror without it: said
+    assert text.startswith("# Every package pyproject.toml declares and all they pull in, pinned")
     lock = pins(project / "requirements.lock")
     packages = [line for line in text.splitlines() if line[:1].isalnum()]
     assert packages and all(" --hash=sha256:" in line for line in packages)  # every one hashed
@@ -324,12 +334,16 @@ def test_make_lock_regenerates_a_complete_lock(tmp_path: Path) -> None:
     if local is not None:  # the CPU build this machine installs is the one the lock pins
         assert f"--hash=sha256:{local}" in torch_line
     assert list(lock) == sorted(lock)
-    for name in ("requirements.txt", "requirements-dev.txt"):
-        for package, version in pins(project / name).items():
-            assert lock.get(package) == version, f"{name}: {package}=={version} not in the lock"
+    for package, version in declared_pins(project).items():
+        assert lock.get(package) == version, f"{package}=={version} not in the lock"
     assert lock["torch"] == "2.13.0"
-    cuda = pins(project / "requirements-cu130.lock")  # resolved from PyPI, not this machine
-    assert cuda == pins(TEMPLATE / "{{cookiecutter.project_slug}}" / "requirements-cu130.lock")
+    # The CUDA lock, resolved from PyPI (not this machine's CPU wheel), agrees with the lock.
+    cuda_text = (project / "requirements-cu130.lock").read_text()
+    cuda = pins(project / "requirements-cu130.lock")
+    assert cuda["torch"] == "2.13.0"
+    assert {"cuda-toolkit", "nvidia-cudnn-cu13", "nvidia-nccl-cu13", "triton"} <= set(cuda)
+    assert all("--hash=sha256:" in line for line in cuda_text.splitlines() if line[:1].isalnum())
+    assert {n: v for n, v in cuda.items() if n in lock} == {n: lock[n] for n in cuda if n in lock}
 
 
 @pytest.mark.slow
@@ -340,7 +354,7 @@ def test_pre_commit_passes_on_a_fresh_bake(full_project: Path) -> None:
     # The bake is already a git repository (post_gen ran git init): stage the new script.
     subprocess.run(["git", "add", "-A"], cwd=full_project, check=True)
     # The mypy hook runs .venv/bin/mypy; this interpreter's environment stands in for the
-    # .venv `make setup` builds (same pins: requirements-dev.txt includes the baked one's).
+    # .venv `make setup` builds (same pins: the template's venv installs the bake's).
     (full_project / ".venv").symlink_to(sys.prefix, target_is_directory=True)
     try:
         result = run(tool("pre-commit"), "run", "--all-files", cwd=full_project, timeout=900)
@@ -385,19 +399,29 @@ def test_mypy_passes_on_a_fresh_bake(default_project: Path, tmp_path: Path) -> N
     assert result.stdout.startswith("Success: no issues found"), tail(result)
 
 
-def test_requirement_files_parse_unrendered() -> None:
-    """pip reads the template's own requirement files as they are (requirements-dev.txt
-    includes the baked ones), Jinja and all: every line must still be a requirement."""
+def test_the_templates_venv_reads_every_bake_pin_unrendered() -> None:
+    """The template's venv installs the bake's declared pins, read from its pyproject.toml
+    as it stands (Jinja and all: tools/bake_pins.py), each answer's included; every line it
+    gives, and every line of requirements-dev.txt, is a requirement pip reads."""
     from packaging.requirements import Requirement
 
-    project = TEMPLATE / "{{cookiecutter.project_slug}}"
-    for path in (TEMPLATE / "requirements-dev.txt", *sorted(project.glob("requirements*.txt"))):
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            text = line.split(" #", 1)[0].strip()
-            if not text or text.startswith(("#", "-r ", "-c ", "--find-links ", "--index-url ")):
+    listed = run(sys.executable, str(TEMPLATE / "tools" / "bake_pins.py"), cwd=TEMPLATE)
+    assert listed.returncode == 0, tail(listed)
+    lines = listed.stdout.splitlines()
+    assert lines[0] == f"--find-links {TEMPLATE / '{{cookiecutter.project_slug}}' / 'vendor'}"
+    found = pins_of("\n".join(lines[1:]))
+    for name in ("platekit", "torch", "wandb", "mlflow-skinny", "fastapi", "uvicorn", "pytest"):
+        assert name in found, name  # every logger's and the server's pins, and the dev group
+    for path, text in (
+        ("bake_pins.py", "\n".join(lines[1:])),
+        ("requirements-dev.txt", (TEMPLATE / "requirements-dev.txt").read_text()),
+    ):
+        for number, line in enumerate(text.splitlines(), start=1):
+            text_of = line.split(" #", 1)[0].strip()
+            if not text_of or text_of.startswith(("#", "-r ", "-c ", "--find-links ")):
                 continue
-            Requirement(text)  # raises InvalidRequirement, naming the line's text
-            assert "{%" not in text and "{{" not in text, f"{path.name}:{number}: {line}"
+            Requirement(text_of)  # raises InvalidRequirement, naming the line's text
+            assert "{%" not in text_of and "{{" not in text_of, f"{path}:{number}: {line}"
 
 
 def test_a_setting_typed_after_make_is_passed_on_as_printed(full_project: Path) -> None:

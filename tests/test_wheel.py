@@ -136,15 +136,17 @@ def test_pip_installs_the_wheel_and_it_imports(tmp_path: Path) -> None:
 
 def test_pip_finds_the_wheel_from_the_template_root_and_from_the_bake(tmp_path: Path) -> None:
     """--find-links vendor is read relative to the file that says it, braces in the path and
-    all: offline, pip finds platekit through requirements.txt and through the lock."""
+    all: offline, pip finds platekit through the lock and through the template's list of the
+    bake's pins (tools/bake_pins.py: the template's own venv)."""
     project = bake(tmp_path)
     assert (project / "vendor" / WHEEL.name).read_bytes() == WHEEL.read_bytes()
+    listed = subprocess.run(
+        [sys.executable, str(TEMPLATE / "tools" / "bake_pins.py")], capture_output=True,
+        text=True, check=True,
+    ).stdout  # fmt: skip
+    (tmp_path / "bake-pins.txt").write_text(listed)
     for number, (cwd, requirements) in enumerate(
-        [
-            (TEMPLATE, "{{cookiecutter.project_slug}}/requirements.txt"),
-            (project, "requirements.txt"),
-            (project, "requirements.lock"),
-        ]
+        [(tmp_path, "bake-pins.txt"), (project, "requirements.lock")]
     ):
         dest = tmp_path / f"found-{number}"
         # As a constraints file, so only platekit is looked for; its options apply as in -r.
@@ -218,11 +220,19 @@ def test_two_different_sources_never_share_a_version(
     # Released: the plain version, its hash recorded; a changed source is then refused.
     monkeypatch.setattr(BUILDER, "VENDOR", tmp_path / "vendor")
     monkeypatch.setattr(BUILDER, "HASHES", tmp_path / "vendor" / "platekit.txt")
-    pins = tmp_path / "requirements.txt"
-    pins.write_text("torch==2.13.0\nplatekit==0.0.1\n")
-    monkeypatch.setattr(BUILDER, "PINNED_IN", [pins])
+    pins = tmp_path / "pyproject.toml"
+    pins.write_text('dependencies = [\n    "torch==2.13.0",\n    "platekit==0.0.1",\n]\n')
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(f"platekit==0.0.1 --hash=sha256:{'0' * 64}\ntorch==2.13.0\n")
+    monkeypatch.setattr(BUILDER, "PINNED_IN", [pins, lock])
     assert BUILDER.main(["build_wheel.py", "--release"]) == 0
-    assert pins.read_text() == f"torch==2.13.0\nplatekit=={base}\n"  # every pin rewritten
+    # every pin rewritten, the lock's with the released wheel's hash
+    assert (
+        pins.read_text() == f'dependencies = [\n    "torch==2.13.0",\n    "platekit=={base}",\n]\n'
+    )
+    [wheel] = (tmp_path / "vendor").glob("*.whl")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert lock.read_text() == f"platekit=={base} --hash=sha256:{digest}\ntorch==2.13.0\n"
     assert sorted(p.name for p in (tmp_path / "vendor").glob("*.whl")) == [
         f"platekit-{base}-py3-none-any.whl"
     ]

@@ -36,8 +36,10 @@ SOURCE = KIT / "src" / "platekit"
 VENDOR = TEMPLATE / "{{cookiecutter.project_slug}}" / "vendor"
 HASHES = VENDOR / "platekit.txt"
 CHANGELOG = KIT / "CHANGELOG.md"
-PINNED_IN = [VENDOR.parent / "requirements.txt", VENDOR.parent / "requirements.lock"]
-PIN = re.compile(r"^platekit==\S+( --hash=sha256:[0-9a-f]{64})?", re.MULTILINE)
+PINNED_IN = [VENDOR.parent / "pyproject.toml", VENDOR.parent / "requirements.lock"]
+# A pin in the lock (``platekit==X --hash=...``) or in pyproject's dependencies
+# (``"platekit==X",``).
+PIN = re.compile(r'^(\s*"?)platekit==[^\s"]+( --hash=sha256:[0-9a-f]{64})?', re.MULTILINE)
 RELEASED = re.compile(r"^wheel sha256 \((\S+)\): ([0-9a-f]{64})$", re.MULTILINE)
 FIX = "run python tools/build_wheel.py and commit vendor/"
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can hold
@@ -209,12 +211,13 @@ def record_release(version: str, data: bytes) -> None:
 
 
 def rewrite_pins(version: str, data: bytes) -> None:
-    """Every ``platekit==`` pin of the bake's requirements files names this build (and, where
-    the pin carries a hash, as the lock's does, this build's hash)."""
+    """Every ``platekit==`` pin of the bake (its pyproject.toml's and its lock's) names this
+    build (and, where the pin carries a hash, as the lock's does, this build's hash)."""
     digest = hashlib.sha256(data).hexdigest()
 
     def pin(match: re.Match[str]) -> str:
-        return f"platekit=={version}" + (f" --hash=sha256:{digest}" if match.group(1) else "")
+        hashed = f" --hash=sha256:{digest}" if match.group(2) else ""
+        return f"{match.group(1)}platekit=={version}{hashed}"
 
     for path in PINNED_IN:
         if path.is_file():

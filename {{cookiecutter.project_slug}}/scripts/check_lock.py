@@ -1,12 +1,12 @@
-"""Check that requirements.lock is current: every ``==`` pin in requirements*.txt is the
-version the lock pins for that package.
+"""Check that requirements.lock is current: every ``==`` pin pyproject.toml declares (its
+dependencies and its dev group) is the version the lock pins for that package.
 
     python scripts/check_lock.py [PROJECT_DIR]      # `make check-lock`; CI runs it too
 
 Offline, standard library only. Prints one line per stale pin, with the fix, and exits 1;
-a bumped requirements line (e.g. a Dependabot pull request) fails here until ``make lock``
-has rewritten the lock. The lock must also repeat the requirements' ``--find-links`` /
-``--index-url`` lines, and each wheel in vendor/ must have the sha256 that
+a bumped pin (e.g. a Dependabot pull request) fails here until ``make lock`` has rewritten
+the lock. The lock must also carry pyproject's ``[tool.uv]`` ``find-links`` /
+``index-url`` as pip's options, and each wheel in vendor/ must have the sha256 that
 ``vendor/platekit.txt`` pins (and the lock's version). requirements-cu130.lock (torch's CUDA
 build and its CUDA packages) must pin torch and every package it shares with the lock at the
 lock's versions, each line with its hashes.
@@ -15,6 +15,7 @@ lock's versions, each line with its hashes.
 import hashlib
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;#]+)")
@@ -91,26 +92,32 @@ def vendored_wheels(root: Path, lock: dict[str, str]) -> list[str]:
 
 
 def stale_pins(root: Path) -> list[str]:
-    """One line per requirements pin the lock does not match; empty if it is current."""
+    """One line per declared pin the lock does not match; empty if it is current."""
     lock_path = root / "requirements.lock"
     if not lock_path.is_file():
         return [f"{lock_path} is missing; {FIX}"]
     lock = pins(lock_path)
     locked_options = index_options(lock_path)
     problems = []
-    for source in sorted(root.glob("requirements*.txt")):
-        for option in index_options(source):
-            if option not in locked_options:
-                problems.append(f"{source.name}: `{option}` is not in requirements.lock; {FIX}")
-        for name, version in pins(source).items():
-            locked = lock.get(name)
-            if locked is None:
-                problems.append(f"{source.name}: {name}=={version} is not in the lock; {FIX}")
-            elif locked != version:
-                problems.append(
-                    f"{source.name}: {name}=={version} but requirements.lock has "
-                    f"{name}=={locked}; {FIX}"
-                )
+    source = "pyproject.toml"
+    settings = tomllib.loads((root / source).read_text())
+    uv = settings.get("tool", {}).get("uv", {})
+    wanted = [f"--index-url {uv['index-url']}"] if uv.get("index-url") else []
+    for option in [*wanted, *(f"--find-links {where}" for where in uv.get("find-links", []))]:
+        if option not in locked_options:
+            problems.append(f"{source}: `{option}` is not in requirements.lock; {FIX}")
+    group = settings.get("dependency-groups", {}).get("dev", [])
+    for requirement in [*settings["project"].get("dependencies", []), *group]:
+        if not isinstance(requirement, str) or not (match := PIN.match(requirement)):
+            continue  # a group include, or a pin that is not ==
+        name, version = normalise(match.group(1)), match.group(2)
+        locked = lock.get(name)
+        if locked is None:
+            problems.append(f"{source}: {name}=={version} is not in the lock; {FIX}")
+        elif locked != version:
+            problems.append(
+                f"{source}: {name}=={version} but requirements.lock has {name}=={locked}; {FIX}"
+            )
     return problems + vendored_wheels(root, lock) + cuda_lock(root, lock)
 
 
@@ -143,7 +150,7 @@ def main(argv: list[str]) -> int:
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if not problems:
-        print("requirements.lock matches every pin in requirements*.txt")
+        print("requirements.lock matches every pin pyproject.toml declares")
     return 1 if problems else 0
 
 

@@ -1,4 +1,5 @@
-"""Write requirements.lock: every package ``requirements-dev.txt`` pulls in, pinned ``==``.
+"""Write requirements.lock: every package pyproject.toml declares (its ``dependencies`` and
+its ``dev`` dependency group) and all they pull in, pinned ``==``.
 
 Run through ``make lock``. pip resolves the requirements without installing anything
 (``--dry-run --ignore-installed``) and this script writes what it picked, sorted by name.
@@ -7,9 +8,10 @@ it, so editing one requirement moves only what it needs; ``make lock ARGS=--upgr
 re-resolves everything to the newest versions.
 A local version label such as ``torch==2.13.0+cpu`` is written as ``torch==2.13.0`` so the
 same lock serves the CPU and the CUDA builds of torch. Names are written normalised
-(``pre-commit``, not ``pre_commit``). The requirements files' own index lines
-(``--find-links vendor``: platekit's wheel) head the lock too, so ``pip install -r
-requirements.lock`` alone finds what they find (the Dockerfile, environment.yml).
+(``pre-commit``, not ``pre_commit``). Where pyproject's ``[tool.uv]`` looks besides PyPI
+(``find-links = ["vendor"]``: platekit's wheel; or an ``index-url``) heads the lock as pip's
+options, so ``pip install -r requirements.lock`` alone finds what it finds (the
+Dockerfile, environment.yml).
 
 It writes requirements-cu130.lock too: torch's CUDA 13.0 build (PyPI's torch on Linux) and
 every package it pulls in (the ``nvidia-*`` and ``cuda-*`` libraries, triton, ...), resolved
@@ -44,7 +46,8 @@ CPU_INDEX = os.environ.get("TORCH_CPU_INDEX") or "https://download.pytorch.org/w
 MIN_AGE = timedelta(days=7)  # make lock proposes no release younger than this
 # A lock line starting so names what could not be hashed; make setup prints it first.
 UNHASHED = "# unhashed: "
-SOURCE = "requirements-dev.txt"
+SOURCE = "pyproject.toml"
+GROUP = "dev"  # the dependency group locked beside the runtime dependencies
 LOCK = ROOT / "requirements.lock"
 CUDA_LOCK = ROOT / "requirements-cu130.lock"
 AUDIT_LOCK = ROOT / "scripts" / "audit.lock"
@@ -56,11 +59,11 @@ CUDA_PLATFORMS = (
     "manylinux2014_x86_64",
     "linux_x86_64",
 )
-# pip options that say where packages come from; paths are relative to the file, and the
-# lock lies beside the requirements files.
-INDEX_OPTION = re.compile(r"^\s*(--find-links|--index-url|--extra-index-url|-f|-i)[\s=]+(\S+)")
-# A direct pin ``name==version``, and the reason of a ``# held back: reason`` comment after it.
-DIRECT_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)(?:.*#\s*held back:\s*(.+))?")
+# A declared pin ``"name==version",`` in pyproject.toml, and the reason of a
+# ``# held back: reason`` comment after it.
+DIRECT_PIN = re.compile(
+    r'^"([A-Za-z0-9][A-Za-z0-9._-]*)==([^"\s;]+)",?(?:.*#\s*held back:\s*(.+))?'
+)
 
 
 def resolve(requirements: Path, keep: Path | None = None) -> dict[str, tuple[str, str]]:
@@ -77,7 +80,7 @@ def resolve(requirements: Path, keep: Path | None = None) -> dict[str, tuple[str
         result = None
         if keep is not None and keep.is_file():
             kept = Path(folder) / "kept.txt"
-            direct = direct_pins(ROOT)  # the requirements' own pins decide themselves
+            direct = direct_pins(ROOT)  # the declared pins decide themselves
             kept.write_text(
                 "".join(
                     f"{name}=={version}\n"
@@ -225,7 +228,8 @@ def cpu_torch_hashes(version: str) -> set[str] | None:
             page = answer.read().decode("utf-8", "replace")
     except (OSError, ValueError):  # unreachable, or not a URL
         return None
-    pattern = rf"torch-{re.escape(version)}(?:%2B|\+)cpu-[^\"'#]+#sha256=([0-9a-f]{{64}})"
+    # (No double braces here: this file is a template too, and Jinja would render them.)
+    pattern = rf"torch-{re.escape(version)}(?:%2B|\+)cpu-[^\"'#]+#sha256=" + r"([0-9a-f]{64})"
     return set(re.findall(pattern, page)) or None  # an index without that build: as none
 
 
@@ -263,24 +267,44 @@ def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def declared(root: Path) -> list[str]:
+    """The requirements pyproject.toml declares: its dependencies and its dev group."""
+    import tomllib
+
+    settings = tomllib.loads((root / SOURCE).read_text())
+    group = settings.get("dependency-groups", {}).get(GROUP, [])
+    return [*settings["project"].get("dependencies", []), *(r for r in group if isinstance(r, str))]
+
+
 def index_options(root: Path) -> list[str]:
-    """The ``--find-links`` / ``--index-url`` lines of requirements*.txt, in order, once each."""
-    found: list[str] = []
-    for path in sorted(root.glob("requirements*.txt")):
-        for line in path.read_text().splitlines():
-            if match := INDEX_OPTION.match(line):
-                option = f"{match.group(1)} {match.group(2)}"
-                if option not in found:
-                    found.append(option)
-    return found
+    """pip's options for where pyproject.toml's ``[tool.uv]`` looks: ``--index-url`` and
+    ``--find-links`` lines (paths as written: relative to the project)."""
+    import tomllib
+
+    uv = tomllib.loads((root / SOURCE).read_text()).get("tool", {}).get("uv", {})
+    found = [f"--index-url {uv['index-url']}"] if uv.get("index-url") else []
+    return found + [f"--find-links {where}" for where in uv.get("find-links", [])]
+
+
+def requirements_file(root: Path, folder: Path) -> Path:
+    """The declared requirements as a pip requirements file in ``folder`` (``root``'s paths
+    made absolute)."""
+    options = []
+    for option in index_options(root):
+        flag, where = option.split(" ", 1)
+        local = flag == "--find-links" and "://" not in where
+        options.append(f"{flag} {root / where}" if local else option)
+    path = folder / "pyproject-requirements.txt"
+    path.write_text("\n".join([*options, *declared(root)]) + "\n")
+    return path
 
 
 def render(pins: dict[str, tuple[str, list[str]]], notes: list[str], options: list[str]) -> str:
     python = ".".join(platform.python_version_tuple()[:2])
     header = (
-        f"# Every package {SOURCE} pulls in, pinned with the sha256 of each file it may be\n"
-        f"# installed from (pip checks them all: --require-hashes). Generated by `make lock`\n"
-        f"# (Python {python}, {platform.system()}); edit requirements*.txt, then run it again.\n"
+        f"# Every package {SOURCE} declares and all they pull in, pinned with the sha256 of\n"
+        f"# each file it may be installed from (pip checks them all: --require-hashes). Made by\n"
+        f"# `make lock` (Python {python}, {platform.system()}); edit {SOURCE}, then run it again.\n"
     ) + "".join(f"{note}\n" for note in notes)
     lines = [
         f"{name}=={version} " + " ".join(f"--hash=sha256:{digest}" for digest in hashes)
@@ -290,12 +314,11 @@ def render(pins: dict[str, tuple[str, list[str]]], notes: list[str], options: li
 
 
 def direct_pins(root: Path) -> dict[str, tuple[str, str | None]]:
-    """``{name: (version, held-back reason or None)}`` of the requirements*.txt pins."""
+    """``{name: (version, held-back reason or None)}`` of pyproject.toml's declared pins."""
     found: dict[str, tuple[str, str | None]] = {}
-    for path in sorted(root.glob("requirements*.txt")):
-        for line in path.read_text().splitlines():
-            if match := DIRECT_PIN.match(line.strip()):
-                found[normalise(match.group(1))] = (match.group(2), match.group(3))
+    for line in (root / SOURCE).read_text().splitlines():
+        if match := DIRECT_PIN.match(line.strip()):
+            found[normalise(match.group(1))] = (match.group(2), match.group(3))
     return found
 
 
@@ -377,8 +400,11 @@ def render_auditor() -> str:
 
 
 def main(argv: list[str]) -> None:
+    import tempfile
+
     keep = None if "--upgrade" in argv else LOCK
-    pins, notes = hashed(resolve(ROOT / SOURCE, keep))
+    with tempfile.TemporaryDirectory() as folder:
+        pins, notes = hashed(resolve(requirements_file(ROOT, Path(folder)), keep))
     cuda = render_cuda(resolve_cuda(pins["torch"][0], pins)) if "torch" in pins else None
     ci = (ROOT / ".github" / "workflows" / "ci.yml").is_file()  # the scan is CI's
     auditor = render_auditor() if ci else None

@@ -26,7 +26,7 @@ class Project:
     Args:
         package: the project's import name (``digits_classifier``): its classes may be named
             by configs and checkpoints, and its commands run as ``python -m <package>.<name>``.
-        root: the project folder (``configs/``, ``requirements.txt``, ``outputs/`` by default).
+        root: the project folder (``configs/``, ``pyproject.toml``, ``outputs/`` by default).
         config_dir: the Hydra config folder, absolute.
     """
 

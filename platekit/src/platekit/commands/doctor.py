@@ -44,12 +44,24 @@ class Check:
 
 
 def pins() -> dict[str, str]:
-    """``name -> version`` from the project's requirements.txt (empty if not found)."""
-    path = current().root / "requirements.txt"
-    if not path.is_file():
-        return {}
+    """``name -> version`` of the project's declared ``==`` pins: pyproject.toml's
+    dependencies, or requirements.txt in a project baked before they moved there (empty if
+    neither is found)."""
+    import tomllib
+
+    root = current().root
+    declared: list[str] = []
+    try:
+        settings = tomllib.loads((root / "pyproject.toml").read_text())
+        declared = [
+            r for r in settings.get("project", {}).get("dependencies", []) if isinstance(r, str)
+        ]
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    if not declared and (root / "requirements.txt").is_file():
+        declared = (root / "requirements.txt").read_text().splitlines()
     found = {}
-    for line in path.read_text().splitlines():
+    for line in declared:
         name, sep, version = line.split("#")[0].strip().partition("==")
         if sep:
             found[name.lower()] = version.strip()
@@ -57,7 +69,7 @@ def pins() -> dict[str, str]:
 
 
 def check_versions() -> Iterator[Check]:
-    """Python against .python-version; torch, lightning, hydra against requirements.txt."""
+    """Python against .python-version; torch, lightning, hydra against the declared pins."""
     pinned = pins()
     python = ".".join(map(str, sys.version_info[:3]))
     version_file = current().root / ".python-version"

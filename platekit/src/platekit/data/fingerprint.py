@@ -75,7 +75,7 @@ def of_hashes(hashes: np.ndarray) -> dict[str, Any]:
     """The fingerprint of rows whose hashes (in split order) are ``hashes``."""
     with np.errstate(over="ignore"):
         unordered = f"{int(hashes.sum(dtype=np.uint64)):016x}"
-    ordered = hashlib.sha256(memoryview(np.ascontiguousarray(hashes))).hexdigest()  # no copy
+    ordered = hashlib.sha256(np.ascontiguousarray(hashes).data).hexdigest()  # no copy
     return {ROWS: len(hashes), ORDERED: ordered, UNORDERED: unordered}
 
 
