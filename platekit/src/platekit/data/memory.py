@@ -52,15 +52,14 @@ def limits() -> list[tuple[int, str, bool]]:
     return found
 
 
-def broken_limit(each: int) -> tuple[int, int, str] | None:
-    """The first limit a need of ``each`` bytes in every training process on this machine
-    breaks: ``(the need it counts, what it leaves, its name)``; None if every one holds. A
+def shortfall(each: int) -> str | None:
+    """What the first limit a need of ``each`` bytes in every training process on this
+    machine breaks says (``"<the limit> leaves <bytes>"``); None if every one holds. A
     machine-wide limit counts every process's need, ``RLIMIT_AS`` this process's."""
     processes = processes_here()
     for room, name, shared in limits():
-        need = each * processes if shared else each
-        if need > room:
-            return need, room, name
+        if (each * processes if shared else each) > room:
+            return f"{name} leaves {format_bytes(max(room, 0))}"
     return None
 
 
@@ -99,15 +98,12 @@ def check_memory(path: Path, per_byte: float = READER) -> None:
     except OSError:
         return  # the reader names a missing file
     each = int(size * per_byte)
-    broken = broken_limit(each)
-    if broken is None:
-        return
-    _, room, name = broken
-    raise UserError(
-        f"table {path} ({format_bytes(size)}) needs about {format_bytes(each)} to read"
-        f"{in_processes(each)}, but {name} leaves {format_bytes(max(room, 0))}; use a "
-        "machine or limit with more memory, fewer processes per machine, or a smaller table"
-    )
+    if (short := shortfall(each)) is not None:
+        raise UserError(
+            f"table {path} ({format_bytes(size)}) needs about {format_bytes(each)} to read"
+            f"{in_processes(each)}, but {short}; use a machine or limit with more memory, "
+            "fewer processes per machine, or a smaller table"
+        )
 
 
 def check_features(path: Path, rows: int, features: int) -> None:
@@ -115,16 +111,12 @@ def check_features(path: Path, rows: int, features: int) -> None:
     its category columns one feature per value) cannot fit in the memory left: checked after
     reading, before they are made."""
     each = rows * features * FEATURE_BYTES
-    broken = broken_limit(each)
-    if broken is None:
-        return
-    _, room, name = broken
-    raise UserError(
-        f"table {path} encodes as {rows:,} rows x {features:,} features "
-        f"({format_bytes(each)}{in_processes(each)}), but {name} leaves "
-        f"{format_bytes(max(room, 0))}; leave out wide category columns "
-        "(data.features=[...]), or use more memory"
-    )
+    if (short := shortfall(each)) is not None:
+        raise UserError(
+            f"table {path} encodes as {rows:,} rows x {features:,} features "
+            f"({format_bytes(each)}{in_processes(each)}), but {short}; leave out wide "
+            "category columns (data.features=[...]), or use more memory"
+        )
 
 
 def out_of_memory(path: Path) -> UserError:
