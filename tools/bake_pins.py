@@ -10,11 +10,15 @@ Every pin is written once, in the bake. Standard library only: it runs before an
 """
 
 import re
+import shlex
 import sys
 from pathlib import Path
 
 BAKE = Path(__file__).resolve().parents[1] / "{{cookiecutter.project_slug}}"
-PIN = re.compile(r'^\s*"([A-Za-z0-9][A-Za-z0-9._-]*==[^"\s;]+)",?', re.MULTILINE)
+# A requirement string with an == pin: extras and a marker allowed, either quote.
+PIN = re.compile(
+    r"""^\s*["']([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?\s*==[^"']+)["'],?""", re.MULTILINE
+)
 
 
 def bake_pins(pyproject: str) -> list[str]:
@@ -23,7 +27,8 @@ def bake_pins(pyproject: str) -> list[str]:
 
 
 def main() -> None:
-    lines = [f"--find-links {BAKE / 'vendor'}", *bake_pins((BAKE / "pyproject.toml").read_text())]
+    vendor = shlex.quote(str(BAKE / "vendor"))  # pip splits option lines as a shell does
+    lines = [f"--find-links {vendor}", *bake_pins((BAKE / "pyproject.toml").read_text())]
     sys.stdout.write("\n".join(lines) + "\n")
 
 

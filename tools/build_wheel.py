@@ -16,7 +16,7 @@ One version string names one wheel. A version platekit/CHANGELOG.md records as r
 bytes: a changed source is refused until the version is raised. Any other version builds as a
 development version holding the source's hash, ``0.3.2.dev0+src.<12 hex>``, so two different
 sources never share one. ``--release`` builds the plain version and records its hash in the
-CHANGELOG. Each build rewrites the ``platekit==`` pins of the bake's requirements files.
+CHANGELOG. Each build rewrites the ``platekit==`` pins of the bake (pyproject.toml, the lock).
 
     python tools/build_wheel.py --release  # platekit <version>, its hash into CHANGELOG.md
 """

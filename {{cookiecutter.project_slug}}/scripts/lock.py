@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import urllib.request
@@ -62,7 +63,8 @@ CUDA_PLATFORMS = (
 # A declared pin ``"name==version",`` in pyproject.toml, and the reason of a
 # ``# held back: reason`` comment after it.
 DIRECT_PIN = re.compile(
-    r'^"([A-Za-z0-9][A-Za-z0-9._-]*)==([^"\s;]+)",?(?:.*#\s*held back:\s*(.+))?'
+    r"""^["']([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^"'\s;]+)[^"']*["'],?"""
+    r"(?:.*#\s*held back:\s*(.+))?"
 )
 
 
@@ -96,7 +98,7 @@ def resolve(requirements: Path, keep: Path | None = None) -> dict[str, tuple[str
         if result is None or result.returncode != 0:  # a changed pin needs other versions
             result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        sys.exit(f"error: pip could not resolve {requirements.name}:\n{result.stderr}")
+        sys.exit(f"error: pip could not resolve the declared requirements:\n{result.stderr}")
     report = json.loads(result.stdout)
     return {
         normalise(item["metadata"]["name"]): (
@@ -293,7 +295,7 @@ def requirements_file(root: Path, folder: Path) -> Path:
     for option in index_options(root):
         flag, where = option.split(" ", 1)
         local = flag == "--find-links" and "://" not in where
-        options.append(f"{flag} {root / where}" if local else option)
+        options.append(f"{flag} {shlex.quote(str(root / where))}" if local else option)
     path = folder / "pyproject-requirements.txt"
     path.write_text("\n".join([*options, *declared(root)]) + "\n")
     return path
