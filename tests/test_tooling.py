@@ -7,6 +7,7 @@ import http.server
 import importlib.metadata
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -410,7 +411,8 @@ def test_the_templates_venv_reads_every_bake_pin_unrendered() -> None:
     listed = run(sys.executable, str(TEMPLATE / "tools" / "bake_pins.py"), cwd=TEMPLATE)
     assert listed.returncode == 0, tail(listed)
     lines = listed.stdout.splitlines()
-    assert lines[0] == f"--find-links {TEMPLATE / '{{cookiecutter.project_slug}}' / 'vendor'}"
+    vendor = shlex.quote(str(TEMPLATE / "{{cookiecutter.project_slug}}" / "vendor"))
+    assert lines[0] == f"--find-links {vendor}"  # quoted: pip splits option lines as sh does
     found = pins_of("\n".join(lines[1:]))
     for name in ("platekit", "torch", "wandb", "mlflow-skinny", "fastapi", "uvicorn", "pytest"):
         assert name in found, name  # every logger's and the server's pins, and the dev group
