@@ -467,8 +467,10 @@ class BaseDataModule(LightningDataModule):
         if workers == 0 and not per_sample:
             assert self.rows is not None
             assert isinstance(self.rows.inputs, Tensor)
-            rows = SplitRows(self.rows.inputs, self.rows.targets, self.parts[split])
-            return in_memory_loader(rows.normalised(self.mean, self.std), sampler, device)
+            rows = SplitRows(
+                self.rows.inputs, self.rows.targets, self.parts[split], self.mean, self.std
+            )
+            return in_memory_loader(rows, sampler, device)
         dataset = SplitSamples(self, split, train=shuffle)
         return ResumableDataLoader(
             dataset,

@@ -27,9 +27,11 @@ from ..cli.errors import UserError
 from .cells import GAPS, is_gap
 from .memory import return_freed_memory
 
-# malloc for Arrow's buffers, before pyarrow is imported: its default, jemalloc, reserves
-# ~1.2 GiB of address space at first use (a run under `ulimit -v` then fails in OpenBLAS).
-os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+# Arrow's buffers come from malloc (``batches`` sets the pool before Arrow's first use,
+# unless ARROW_DEFAULT_MEMORY_POOL names another): its own allocators reserve ~1.2 GiB of
+# address space at first use (jemalloc; a run under `ulimit -v` then fails in OpenBLAS) or
+# hold freed memory (mimalloc: ~100 MiB more for the 1,000,000-row benchmark table).
+POOL = "ARROW_DEFAULT_MEMORY_POOL"
 
 BLOCK_BYTES = 1 << 20  # Arrow reads this much text at a time (more: no faster, more memory)
 SPACES = " \t"  # trimmed by Arrow before parsing: characters str.strip() trims too
@@ -170,7 +172,7 @@ def batches(
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
-    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL") == "system":  # pyarrow imported earlier
+    if os.environ.get(POOL, "system") == "system":
         pa.set_memory_pool(pa.system_memory_pool())
     names = [f"c{i}" for i in range(len(header))]
     kind = pa.dictionary(pa.int32(), pa.string()) if dictionary else pa.string()

@@ -71,9 +71,6 @@ class SplitRows(TensorPairs):
             inputs = (inputs - self.mean) / self.std
         return inputs, self.targets[rows]
 
-    def normalised(self, mean: Tensor, std: Tensor) -> "SplitRows":
-        return SplitRows(self.inputs, self.targets, self.index, mean, std)
-
     @property
     def nbytes(self) -> int:
         return len(self) * (self.inputs[:1].nbytes + self.targets[:1].nbytes)
