@@ -10,13 +10,17 @@ DEMO_DIR := build/demo
 
 .PHONY: demo test test-fast lock wheel clean
 
-# The baked pins bring platekit's vendored wheel; the editable install over it makes the
-# template tests run platekit/src as it stands.
-$(STAMP): requirements-dev.txt {{cookiecutter.project_slug}}/pyproject.toml tools/bake_pins.py platekit/pyproject.toml
+# Every package is hash-checked: pip from the bake's pip.lock, then the bake's lock with every
+# answer's lines (tools/bake_pins.py) and the template's tools (requirements-dev.lock). The
+# lock brings platekit's vendored wheel; the editable install over it makes the template
+# tests run platekit/src as it stands.
+BAKE := {{cookiecutter.project_slug}}
+$(STAMP): requirements-dev.lock $(BAKE)/requirements.lock $(BAKE)/pip.lock tools/bake_pins.py platekit/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	grep -E '^pip==' $(BAKE)/pip.lock > $(VENV)/pip.lock
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(VENV)/pip.lock
 	$(PYTHON) tools/bake_pins.py > $(VENV)/bake-pins.txt
-	$(BIN)/python -m pip install --quiet -r $(VENV)/bake-pins.txt -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(VENV)/bake-pins.txt -r requirements-dev.lock
 	$(BIN)/python -m pip install --quiet --no-deps -e platekit
 	touch $@
 

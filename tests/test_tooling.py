@@ -402,30 +402,41 @@ def test_mypy_passes_on_a_fresh_bake(default_project: Path, tmp_path: Path) -> N
     assert result.stdout.startswith("Success: no issues found"), tail(result)
 
 
-def test_the_templates_venv_reads_every_bake_pin_unrendered() -> None:
-    """The template's venv installs the bake's declared pins, read from its pyproject.toml
-    as it stands (Jinja and all: tools/bake_pins.py), each answer's included; every line it
-    gives, and every line of requirements-dev.txt, is a requirement pip reads."""
+def test_the_templates_venv_installs_every_package_by_hash() -> None:
+    """The template's venv installs the bake's lock with every answer's branch
+    (tools/bake_pins.py: Jinja guards taken, no package twice) and the template's tools
+    (requirements-dev.lock) with --require-hashes: every line of both is a hashed pin
+    pip reads, neither file repeats the other's packages, and the tools' lock names each
+    pin of requirements-dev.txt at its version (a changed tool pin needs `make lock`)."""
     from packaging.requirements import Requirement
 
     listed = run(sys.executable, str(TEMPLATE / "tools" / "bake_pins.py"), cwd=TEMPLATE)
     assert listed.returncode == 0, tail(listed)
     lines = listed.stdout.splitlines()
     vendor = shlex.quote(str(TEMPLATE / "{{cookiecutter.project_slug}}" / "vendor"))
-    assert lines[0] == f"--find-links {vendor}"  # quoted: pip splits option lines as sh does
-    found = pins_of("\n".join(lines[1:]))
-    for name in ("platekit", "torch", "wandb", "mlflow-skinny", "fastapi", "uvicorn", "pytest"):
-        assert name in found, name  # every logger's and the server's pins, and the dev group
+    assert f"--find-links {vendor}" in lines  # quoted: pip splits option lines as sh does
+    names: dict[str, list[tuple[str, str]]] = {}  # name: [(file, "==version"), ...]
     for path, text in (
-        ("bake_pins.py", "\n".join(lines[1:])),
-        ("requirements-dev.txt", (TEMPLATE / "requirements-dev.txt").read_text()),
+        ("bake_pins.py", listed.stdout),
+        ("requirements-dev.lock", (TEMPLATE / "requirements-dev.lock").read_text()),
     ):
         for number, line in enumerate(text.splitlines(), start=1):
-            text_of = line.split(" #", 1)[0].strip()
-            if not text_of or text_of.startswith(("#", "-r ", "-c ", "--find-links ")):
+            if not line.strip() or line.startswith(("#", "--find-links ")):
                 continue
-            Requirement(text_of)  # raises InvalidRequirement, naming the line's text
-            assert "{%" not in text_of and "{{" not in text_of, f"{path}:{number}: {line}"
+            requirement, _, hashes = line.partition(" --hash=sha256:")
+            assert hashes, f"{path}:{number}: no hash: {line[:80]}"
+            assert "{%" not in line and "{#" not in line, f"{path}:{number}: {line[:80]}"
+            pin = Requirement(requirement)  # raises InvalidRequirement, naming the line
+            names.setdefault(pin.name, []).append((path, str(pin.specifier)))
+    twice = {name: where for name, where in names.items() if len(where) > 1}
+    assert not twice, twice
+    for name in ("platekit", "torch", "wandb", "mlflow-skinny", "fastapi", "uvicorn", "pytest"):
+        assert names[name][0][0] == "bake_pins.py", name  # every answer's, the dev group
+    for line in (TEMPLATE / "requirements-dev.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            tool = Requirement(line)
+            [(_, locked)] = names[tool.name]  # in the tools' lock, or the bake's already
+            assert locked == str(tool.specifier), tool
 
 
 def test_a_setting_typed_after_make_is_passed_on_as_printed(full_project: Path) -> None:

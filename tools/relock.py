@@ -7,20 +7,26 @@ guarded by ``{% if %}``. Each rendered branch then equals ``make lock`` in a pro
 with that answer. Answers combine (logger=mlflow with serve=yes) because no package gets two
 versions: the merge refuses that. requirements-cu130.lock (torch's CUDA build and its CUDA
 packages) and scripts/audit.lock (pip-audit, for CI) are one file each for every answer: the
-default bake's are copied. Run with ``make lock``.
+default bake's are copied. Last, requirements-dev.lock, the template's own tools
+(requirements-dev.txt) and what they pull in beyond the bake's lock, held to that lock's
+versions and hashed by the same resolver. Run with ``make lock``.
 """
 
+import importlib.util
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from bake_pins import every_branch
 from cookiecutter.main import cookiecutter
 
 TEMPLATE = Path(__file__).resolve().parents[1]
 LOCK = TEMPLATE / "{{cookiecutter.project_slug}}" / "requirements.lock"
 CUDA_LOCK = LOCK.with_name("requirements-cu130.lock")
 AUDIT_LOCK = LOCK.parent / "scripts" / "audit.lock"
+DEV = TEMPLATE / "requirements-dev.txt"
+DEV_LOCK = TEMPLATE / "requirements-dev.lock"
 BASE = {"logger": "csv", "serve": "no"}
 # The answers that add packages, by name: the loggers' names, and "serve".
 EXTRA = {"wandb": {"logger": "wandb"}, "mlflow": {"logger": "mlflow"}, "serve": {"serve": "yes"}}
@@ -89,17 +95,48 @@ def one_version_each(base: list[str], extra: dict[str, list[str]]) -> None:
         sys.exit(f"error: the answers lock different versions of {clashes}; pin them")
 
 
+def dev_lock(project: Path, bake_lock: str, scratch: Path) -> str:
+    """requirements-dev.lock's text: the template's tools and what they add to the bake's
+    lock (every branch), resolved and hashed by the bake's own ``scripts/lock.py``."""
+    spec = importlib.util.spec_from_file_location("bake_lock", project / "scripts" / "lock.py")
+    assert spec is not None and spec.loader is not None
+    resolver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(resolver)
+    bake = {line.split("==")[0]: line.split("==")[1].split()[0]
+            for line in bake_lock.splitlines() if is_pin(line) and "==" in line}  # fmt: skip
+    held = scratch / "held.txt"
+    held.write_text("".join(f"{name}=={version}\n" for name, version in bake.items()
+                            if name != "platekit"))  # fmt: skip
+    wanted = scratch / "dev.txt"
+    wanted.write_text(f"-r {DEV}\n-c {held}\n")
+    resolved = resolver.resolve(wanted, DEV_LOCK)
+    pins, _ = resolver.hashed({name: pin for name, pin in resolved.items() if name not in bake})
+    lines = resolver.render(pins, [], []).splitlines()[3:]  # without the bake lock's header
+    header = (
+        "# The template's own tools (requirements-dev.txt) and what they pull in beyond the\n"
+        "# bake's requirements.lock, held to its versions; each pin with the sha256 of each\n"
+        "# file it may be installed from. The template's venv installs both with\n"
+        "# --require-hashes (Makefile). Written by `make lock` (tools/relock.py).\n"
+    )
+    return header + "\n".join(lines) + "\n"
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         base = locked("base", {}, Path(scratch))
         extra = {name: locked(name, answers, Path(scratch)) for name, answers in EXTRA.items()}
-    for name, lines in extra.items():
-        missing = set(base) - set(lines)
-        if missing:
-            sys.exit(f"error: {EXTRA[name]} changes shared pins {sorted(missing)}; pin them")
-    one_version_each(base, extra)
-    LOCK.write_text(merge(base, extra))
-    print(f"wrote {LOCK.relative_to(TEMPLATE)}")
+        for name, lines in extra.items():
+            missing = set(base) - set(lines)
+            if missing:
+                sys.exit(f"error: {EXTRA[name]} changes shared pins {sorted(missing)}; pin them")
+        one_version_each(base, extra)
+        merged = merge(base, extra)
+        [project] = (Path(scratch) / "base").iterdir()
+        print("the template's tools, held to the bake's lock:", flush=True)
+        dev = dev_lock(project, "\n".join(every_branch(merged)), Path(scratch))
+    LOCK.write_text(merged)
+    DEV_LOCK.write_text(dev)
+    print(f"wrote {LOCK.relative_to(TEMPLATE)} and {DEV_LOCK.name}")
 
 
 if __name__ == "__main__":
