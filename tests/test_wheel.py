@@ -111,7 +111,7 @@ def test_the_wheel_holds_the_package_and_its_metadata_only() -> None:
         assert f"Requires-Dist: {requirement}\n" in metadata
     for requirement in KIT["optional-dependencies"]["serve"]:
         assert f'Requires-Dist: {requirement}; extra == "serve"\n' in metadata
-    assert "platekit = platekit.cli.tool:main" in texts[f"{dist_info}/entry_points.txt"]
+    assert "platekit = platekit.commands._tool:main" in texts[f"{dist_info}/entry_points.txt"]
 
 
 def test_pip_installs_the_wheel_and_it_imports(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 import torch, pyarrow, pyarrow.csv, pyarrow.compute
-from platekit.data.csv import CsvDataModule
+from platekit.data._csv import CsvDataModule
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS"):

@@ -32,8 +32,8 @@ save_checkpoint = module("checkpoints.io").save_checkpoint
 
 # Names that lead to code through an allowed prefix, or outside every prefix.
 WALKS = [
-    "platekit.cli.rundir.shutil.copyfile",
-    "platekit.benchmarks.commands.subprocess.Popen",
+    "platekit.commands._rundir.shutil.copyfile",
+    "platekit.commands._bench_commands.subprocess.Popen",
     f"{PACKAGE}.data.digits.torch.save",  # through the project's own package
     "torch.nn.functional.torch.save",
     "torch.optim.optimizer.torch.save",
@@ -44,7 +44,7 @@ WALKS = [
     "subprocess.run",
     "os.remove",
     "torch.save",
-    "platekit.runtime.files.write_atomic",  # a function under a root, not a class
+    "platekit._files.write_atomic",  # a function under a root, not a class
     f"{PACKAGE}.data.digits.read_digits",  # the same under the project's package
     "torch.nn.Module.__init__",
 ]
@@ -154,7 +154,7 @@ def test_the_registry_accepts_the_shipped_names_and_stores_short_keys() -> None:
         f"{PACKAGE}.models.nets.MLP": "net",  # module.qualname, as older checkpoints hold
         "platekit.models.TaskModule": "model",
         "platekit.models.Regression": "task",
-        "platekit.models.schedules.Cosine": "scheduler",
+        "platekit.models._schedules.Cosine": "scheduler",
         f"{PACKAGE}.models.TaskModule": "model",  # where it was before the split: moved
         # What checkpoints written before the split hold (module.qualname, or the short key):
         f"{PACKAGE}.models.task_module.TaskModule": "model",
@@ -258,7 +258,7 @@ def test_each_command_refuses_a_hostile_checkpoint_in_one_line(
     trained: dict[str, Any], tmp_path: Path, entry: str
 ) -> None:
     good = Path(trained["metrics"]["best_checkpoint"])
-    path, marker = hostile(good, tmp_path, "net", "platekit.cli.rundir.shutil.copyfile", True)
+    path, marker = hostile(good, tmp_path, "net", "platekit.commands._rundir.shutil.copyfile", True)
     np.save(tmp_path / "x.npy", np.zeros((2, 1, 8, 8), np.float32))
     overrides = {
         "train": [f"ckpt_path={path}", "trainer.max_epochs=1", "callbacks.progress_bar=null"],

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from own_rows import write_rows
-from platekit.checkpoints.integrity import CHECKSUM_KEY, SEAL_KEY, content_checksum
-from platekit.cli.errors import UserError
+from platekit._errors import UserError
+from platekit.checkpoints._integrity import CHECKSUM_KEY, SEAL_KEY, content_checksum
 from platekit.testing import predict_rows, raw_test_split, write_image_folder
 
 from support import QUICK, compose_config, module, read_json, run_cli

@@ -84,10 +84,10 @@ def test_refusals_are_one_line_and_write_nothing(project: Path, tmp_path: Path) 
 
     assert eject(project, "models.schedules").returncode == 0
     after = snapshot(project)
-    result = eject(project / "configs", "platekit.models.schedules.Cosine")  # from a subfolder
+    result = eject(project / "configs", "platekit.models._schedules.Cosine")  # from a subfolder
     assert result.returncode == 1
     assert result.stderr.startswith(
-        f"error: src/{PACKAGE}/models/schedules.py exists already (platekit.models.schedules "
+        f"error: src/{PACKAGE}/models/_schedules.py exists already (platekit.models._schedules "
         "was ejected before"
     )
     assert snapshot(project) == after
@@ -97,12 +97,12 @@ def test_eject_copies_the_module_and_points_configs_and_commands_at_it(project: 
     result = eject(project, "models.schedules")
     assert result.returncode == 0, result.stderr
     copy = project / "src" / PACKAGE / "models" / "schedules.py"
-    assert f"platekit.models.schedules -> src/{PACKAGE}/models/schedules.py" in result.stdout
+    assert f"platekit.models._schedules -> src/{PACKAGE}/models/_schedules.py" in result.stdout
     text = copy.read_text()
-    assert text.startswith("# Ejected from platekit.models.schedules (platekit ")
+    assert text.startswith("# Ejected from platekit.models._schedules (platekit ")
     imports = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ImportFrom)]
     assert all(node.level == 0 for node in imports)  # still uses the rest of platekit
-    assert "from platekit.cli.errors import UserError" in text
+    assert "from platekit._errors import UserError" in text
     for path in (project / "configs" / "scheduler").glob("*.yaml"):
         target = yaml.safe_load(path.read_text())["_target_"]
         assert target.startswith(f"{PACKAGE}.models.schedules."), path.name
@@ -152,7 +152,7 @@ def test_the_project_trains_and_exports_with_its_copies(project: Path) -> None:
     assert stored["_target_"] == ours
     # The class the checkpoint names is the copy's, found by the registry.
     probe = (
-        f"import {PACKAGE}; from platekit.checkpoints.registry import active; "
+        f"import {PACKAGE}; from platekit._registry import active; "
         f"cls = active().resolve('{ours}', 'scheduler'); print(cls.__module__); "
         f"import {PACKAGE}.export as command; print(command.export.__module__)"
     )

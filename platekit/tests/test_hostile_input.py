@@ -162,8 +162,8 @@ def test_two_sweeps_creating_one_study_at_once_both_work(tmp_path: Path) -> None
     script = (
         "import sys, optuna\n"
         "from pathlib import Path\n"
-        "from platekit.sweeps.storage import open_storage\n"
-        "from platekit.commands.sweep import create_or_load\n"
+        "from platekit.sweeps._storage import open_storage\n"
+        "from platekit.commands._sweep import create_or_load\n"
         "from optuna.pruners import NopPruner\n"
         "optuna.logging.set_verbosity(optuna.logging.ERROR)\n"
         "storage = open_storage('sqlite', Path(sys.argv[1]), True)\n"

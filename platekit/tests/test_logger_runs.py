@@ -29,7 +29,7 @@ STEPS = 60  # optimizer steps per run: 3 epochs of 20 batches
 def logger_group() -> OmegaConf:
     return OmegaConf.create(
         {
-            "csv": {"_target_": "platekit.runtime.csv_logger.ResumableCSVLogger"},
+            "csv": {"_target_": "platekit.training._csv_logger.ResumableCSVLogger"},
             "wandb": {"_target_": "lightning.pytorch.loggers.WandbLogger", "offline": True},
             "mlflow": {"_target_": "lightning.pytorch.loggers.MLFlowLogger", "run_id": None},
         }

@@ -4,7 +4,7 @@ import logging
 
 from lightning import Trainer
 
-from platekit.runtime.quiet import LIGHTNING_LOGGERS, quiet_third_party
+from platekit.commands._quiet import LIGHTNING_LOGGERS, quiet_third_party
 
 
 class Lines(logging.Handler):

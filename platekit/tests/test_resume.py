@@ -186,7 +186,7 @@ def test_a_mid_epoch_resume_reports_every_epoch_as_the_uninterrupted_run(
     caplog.clear()
     caplog.set_level(logging.INFO)
     plain_lines = (
-        "callbacks.progress_bar={_target_:platekit.callbacks.progress.ProgressDisplay,live:false}"
+        "callbacks.progress_bar={_target_:platekit.training._progress.ProgressDisplay,live:false}"
     )
     run(tmp_path, "data.num_workers=0", f"ckpt_path={last}", plain_lines)
     assert "holds no running sums" not in caplog.text

@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from platekit.checkpoints.run_record import PLACEMENT
+from platekit.checkpoints._run_record import PLACEMENT
 from platekit.testing import CrashError, crash_after, final_state
 
 from support import CONFIG_DIR, compose_config, module, read_json, run_cli
@@ -46,7 +46,7 @@ CASES = {
     "enable_model_summary": (
         ["trainer.enable_model_summary=true"], "trainer.enable_model_summary", True,
     ),
-    "scheduler": (["scheduler=step"], "scheduler._target_", "platekit.models.schedules.StepDecay"),
+    "scheduler": (["scheduler=step"], "scheduler._target_", "platekit.models._schedules.StepDecay"),
     "checkpoint_mode": (
         ["callbacks.model_checkpoint.mode=min"], "callbacks.model_checkpoint.mode", "min",
     ),

@@ -16,7 +16,7 @@ clock = module("runtime.clock")
 def test_process_clock_counts_the_time_before_platekit_was_imported() -> None:
     script = (
         "import time; time.sleep(1.0)\n"
-        "from platekit.runtime import clock\n"
+        "from platekit.training import _clock as clock\n"
         "first, second = clock.run_origin(), clock.run_origin()\n"
         "print(clock.seconds_since_process_start(), clock.process_clock_source(),"
         " time.perf_counter() - first, time.perf_counter() - second)\n"

@@ -15,17 +15,17 @@ import pytest
 import torch
 
 from plain_datamodule import PlainBlobs, PlainSequences, StreamedSequences
-from platekit.cli.errors import UserError
-from platekit.cli.header import data_shape
-from platekit.data.adapters import data_info
-from platekit.data.base import BaseDataModule, Rows
-from platekit.data.info import DataInfo
-from platekit.data.inputs import read_inputs
-from platekit.data.padding import check_sequences, from_json
-from platekit.data.sequences import SequenceDataModule
-from platekit.models.exportable import RawInputModel
-from platekit.models.runners import TorchRunner
-from platekit.models.sequence import SequenceGRU
+from platekit._errors import UserError
+from platekit.data._adapters import data_info
+from platekit.data._base import BaseDataModule, Rows
+from platekit.data._info import DataInfo
+from platekit.data._inputs import read_inputs
+from platekit.data._padding import check_sequences, from_json
+from platekit.data._sequences import SequenceDataModule
+from platekit.models._exportable import RawInputModel
+from platekit.models._runners import TorchRunner
+from platekit.models._sequence import SequenceGRU
+from platekit.training._header import data_shape
 
 from support import QUICK, compose_config, module
 

@@ -16,14 +16,16 @@ from cookiecutter.main import cookiecutter
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
 
-from platekit.cli import hints, precheck, typos
-from platekit.data.base import BaseDataModule
-from platekit.data.image_folder import ImageFolderDataModule
-from platekit.project import Project, use
-from platekit.project import current as platekit_current
-from platekit.runtime import schema
-from platekit.runtime.rules import typed
+from platekit._project import Project, use
+from platekit._project import current as platekit_current
+from platekit.config import _precheck as precheck
+from platekit.config import _schema as schema
+from platekit.config import _typos as typos
+from platekit.config._rules import typed
+from platekit.data._base import BaseDataModule
+from platekit.data._image_folder import ImageFolderDataModule
 from platekit.settings import Range, settings_of
+from platekit.training import _hints as hints
 
 TEMPLATE = Path(__file__).resolve().parents[2]
 PACKAGE = "settings_probe"  # a name no other test's bake uses: one package per process

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from platekit.checkpoints.restore import Checkpoint
-from platekit.models.class_counts import per_class
+from platekit.checkpoints._restore import Checkpoint
+from platekit.models._class_counts import per_class
 from platekit.testing import predict_rows
 
 from support import read_json, run_cli

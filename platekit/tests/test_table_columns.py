@@ -1,4 +1,4 @@
-"""The columnar reader (``data/columns.py``) means what the one cell parser means.
+"""The columnar reader (``data/_columns.py``) means what the one cell parser means.
 
 Arrow parses a column of plain numbers in C; any column it refuses is read as texts and parsed
 by ``cells.py``. So every cell reads the same whichever path it took, quotes, embedded

@@ -17,7 +17,7 @@ import numpy as np
 
 from support import PACKAGE, cli_env
 
-PROBE = f"import {PACKAGE}.train, platekit.data.csv; print(open('/proc/self/status').read())"
+PROBE = f"import {PACKAGE}.train, platekit.data._csv; print(open('/proc/self/status').read())"
 
 
 def address_space_after_imports() -> int:
@@ -123,8 +123,8 @@ def test_a_table_of_distinct_texts_is_estimated_by_them_before_reading(tmp_path:
 PER_PROCESS = """
 import os, resource, sys
 from pathlib import Path
-from platekit.data.memory import address_space, check_features
-from platekit.cli.errors import UserError
+from platekit.data._memory import address_space, check_features
+from platekit._errors import UserError
 cap = address_space() + 2 * 2**30
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 try:

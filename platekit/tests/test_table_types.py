@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from platekit.data.cells import parse
+from platekit.data._cells import parse
 from test_tables import readme_lines
 
 from support import QUICK, compose_config, module

@@ -45,7 +45,7 @@ def test_texts_are_categories_and_gaps_are_filled_from_the_train_split(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = table(tmp_path / "t.csv", "age,city,plan,score,label", mixed_rows())
-    with caplog.at_level(logging.INFO, logger="platekit.data.csv"):
+    with caplog.at_level(logging.INFO, logger="platekit.data._csv"):
         datamodule = setup(path)
     info = datamodule.info
     columns = {column["name"]: column for column in info.table_columns}

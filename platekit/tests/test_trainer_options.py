@@ -74,7 +74,7 @@ def test_bad_precision_is_refused_before_training(tmp_path: Path, value: str, me
 
 
 def test_run_records_the_precision_auto_chose(trained: dict[str, Any]) -> None:
-    expected = "32-true"  # auto on any CPU (runtime/precision.py)
+    expected = "32-true"  # auto on any CPU (config/_precision.py)
     assert trained["cfg"].trainer.precision == "auto"
     assert trained["metrics"]["precision"] == expected
     assert read_json(trained["run_dir"] / "metrics.json")["precision"] == expected

@@ -7,10 +7,11 @@ import pytest
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from platekit.cli.errors import UserError
-from platekit.models.build import build_model
-from platekit.recipe import build_trainer
+
+from platekit import UserError
+from platekit.models import build_model
 from platekit.testing import build_datamodule, compose_config, config_options, data_fixture
+from platekit.training import build_trainer
 
 from conftest import ROOT
 

@@ -17,17 +17,16 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from platekit.benchmarks import loops
-from platekit.checkpoints.restore import Checkpoint
-from platekit.commands.bench import data_verdict
+
+from platekit.checkpoints import Checkpoint
 from platekit.data import ImageFolderDataModule
-from platekit.models.exportable import from_checkpoint
-from platekit.recipe import build_parts
+from platekit.models import from_checkpoint
 from platekit.testing import (
     CrashError,
     cli_env,
     compose_config,
     crash_after,
+    data_verdict,
     differing_tensors,
     free_port,
     loss_logging,
@@ -37,6 +36,8 @@ from platekit.testing import (
     step_losses,
     write_image_folder,
 )
+from platekit.testing import benchmark_loops as loops
+from platekit.training import build_parts
 
 from conftest import PACKAGE, ROOT
 
@@ -59,7 +60,7 @@ def train_on_gpu(run_dir: Path, *overrides: str) -> dict[str, Any]:
     torch.cuda.reset_peak_memory_stats()
     metrics = project_module("train").train(compose_config(run_dir, [*ON_GPU, *overrides]))
     metrics["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
-    metrics["steps_per_s"] = metrics["steps_per_second"]  # training time only (reporting/speed.py)
+    metrics["steps_per_s"] = metrics["steps_per_second"]  # training time only (training/_speed.py)
     print(
         f"\n[gpu] {torch.cuda.get_device_name()} {metrics['precision']}: "
         f"{metrics['steps_per_s']:.0f} steps/s, peak memory {metrics['peak_mb']:.1f} MiB, "

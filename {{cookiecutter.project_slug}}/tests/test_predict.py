@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+
 from platekit.testing import (
     predict_rows,
     raw_test_split,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from platekit.testing import (
     CrashError,
     crash_after,

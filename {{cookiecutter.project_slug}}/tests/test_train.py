@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from platekit.testing import QUICK, compose_config, project_module, read_json, run_cli
 
 

@@ -1,5 +1,5 @@
-"""``python -m platekit <command>``: the ``platekit`` console script (``cli/tool.py``)."""
+"""``python -m platekit <command>``: the ``platekit`` console script (``commands/_tool.py``)."""
 
-from .cli.tool import main
+from platekit.commands._tool import main
 
 raise SystemExit(main())

@@ -35,7 +35,9 @@ import pytest
 from lightning import Callback, LightningModule, Trainer
 from omegaconf import DictConfig
 
-from .project import Project, current
+from platekit._project import Project, current
+from platekit.commands import _bench_loops as benchmark_loops  # noqa: F401  (the GPU tier's loops)
+from platekit.commands._bench import data_verdict as data_verdict
 
 # Small and quick, yet a real run: 3 epochs over the full data. The csv logger whatever the
 # project's default, since tests read its metrics.csv.
@@ -662,11 +664,11 @@ class DataContract:
     ) -> None:
         import numpy as np
 
-        from .checkpoints.restore import Checkpoint
-        from .data.padding import check_sequences
-        from .models.exportable import from_checkpoint
-        from .models.onnx_runner import OnnxRunner
-        from .models.runners import TorchRunner
+        from platekit.checkpoints._restore import Checkpoint
+        from platekit.data._padding import check_sequences
+        from platekit.models._exportable import from_checkpoint
+        from platekit.models._onnx_runner import OnnxRunner
+        from platekit.models._runners import TorchRunner
 
         info = self.datamodule(contract).info
         if info.varying_axis is None:
@@ -705,7 +707,7 @@ class DataContract:
         for rank in range(self.WORLD):  # exactly its own shard: not all data, not sharded twice
             expected = expected_shard(datamodule, rank, 0, self.WORLD)
             assert torch.equal(seen[rank], expected), rank
-        from .data.sampling import EpochBatchSampler
+        from platekit.data._sampling import EpochBatchSampler
 
         size = len(datamodule.parts["train"])
         shards = [
@@ -719,7 +721,7 @@ class DataContract:
         assert len(shards[0] & shards[1]) <= 1  # one padding row at most when the split is odd
 
 
-OUTSIDE = "outside_training_range"  # predict's flag column (commands/predict.py)
+OUTSIDE = "outside_training_range"  # predict's flag column (commands/_predict.py)
 
 
 def raw_test_split(directory: Path, seed: int = 0) -> dict[str, Any]:
@@ -778,7 +780,7 @@ def sequence_files(raw: Any, info: Any, directory: Path) -> list[Path]:
     of its own length) and ``test_lengths.npz`` (int64 tokens, a tail of junk, ``lengths``)."""
     import numpy as np
 
-    from .data.padding import check_sequences, step_is_padding
+    from platekit.data._padding import check_sequences, step_is_padding
 
     axis = 1 + info.varying_axis
     lengths = (~step_is_padding(raw, axis, info.padding_value)).sum(axis=1)
@@ -796,8 +798,8 @@ def expected_shard(datamodule: Any, rank: int, epoch: int, world: int) -> Any:
     """What ``rank`` must train on in ``epoch``: its shard of the (seed, epoch) order."""
     import torch
 
-    from .data.base import SplitSamples
-    from .data.sampling import EpochBatchSampler
+    from platekit.data._base import SplitSamples
+    from platekit.data._sampling import EpochBatchSampler
 
     sampler = EpochBatchSampler(
         len(datamodule.parts["train"]),

@@ -4,11 +4,9 @@ The command's body is platekit's (`platekit.commands.bench`); `platekit eject co
 copies it here to change it.
 """
 
-from platekit.commands.bench import bench
+from platekit.commands import bench, command
 
-from . import PROJECT
-
-main = PROJECT.command("bench", bench)
+main = command("bench", bench)
 
 if __name__ == "__main__":
     main()

@@ -3,9 +3,9 @@
 The checks are platekit's (`platekit.commands.doctor`).
 """
 
-from platekit.commands.doctor import main
+from platekit.commands import doctor
 
 from . import PROJECT  # noqa: F401  (sets the project whose pins are checked)
 
 if __name__ == "__main__":
-    main()
+    doctor()

@@ -10,9 +10,15 @@ The checkpoint names its data module and settings; ``data.<setting>=`` overrides
 from typing import Any
 
 from omegaconf import DictConfig
-from platekit.recipe import build_tester, data_overrides, open_checkpoint, prepare_run, report_test
 
-from . import PROJECT
+from platekit.commands import command
+from platekit.training import (
+    build_tester,
+    data_overrides,
+    open_checkpoint,
+    prepare_run,
+    report_test,
+)
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -27,7 +33,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     return report_test(cfg, trainer, results, run_dir)
 
 
-main = PROJECT.command("eval", evaluate)
+main = command("eval", evaluate)
 
 if __name__ == "__main__":
     main()

@@ -4,11 +4,9 @@ The command's body is platekit's (`platekit.commands.export`); `platekit eject c
 copies it here to change it.
 """
 
-from platekit.commands.export import export
+from platekit.commands import command, export
 
-from . import PROJECT
-
-main = PROJECT.command("export", export)
+main = command("export", export)
 
 if __name__ == "__main__":
     main()

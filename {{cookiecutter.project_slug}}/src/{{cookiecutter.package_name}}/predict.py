@@ -4,11 +4,9 @@ The command's body is platekit's (`platekit.commands.predict`); `platekit eject 
 copies it here to change it.
 """
 
-from platekit.commands.predict import predict
+from platekit.commands import command, predict
 
-from . import PROJECT
-
-main = PROJECT.command("predict", predict)
+main = command("predict", predict)
 
 if __name__ == "__main__":
     main()

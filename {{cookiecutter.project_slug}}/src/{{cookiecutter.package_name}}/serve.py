@@ -4,11 +4,9 @@ The command's body is platekit's (`platekit.commands.serve`); `platekit eject co
 copies it here to change it.
 """
 
-from platekit.commands.serve import serve
+from platekit.commands import command, serve
 
-from . import PROJECT
-
-main = PROJECT.command("serve", serve)
+main = command("serve", serve)
 
 if __name__ == "__main__":
     main()

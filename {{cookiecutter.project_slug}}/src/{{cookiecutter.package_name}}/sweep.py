@@ -6,9 +6,9 @@ The sweep's body is platekit's (`platekit.commands.sweep`); each trial runs this
 train recipe (`train.py`).
 """
 
-from platekit.commands.sweep import main
+from platekit.commands import sweep
 
 from . import PROJECT  # noqa: F401  (sets the project whose train recipe trials run)
 
 if __name__ == "__main__":
-    main()
+    sweep()

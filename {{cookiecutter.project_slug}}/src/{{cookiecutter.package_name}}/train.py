@@ -12,9 +12,9 @@ from typing import Any
 
 from lightning import Callback
 from omegaconf import DictConfig
-from platekit.recipe import TrainRun, build_parts, score
 
-from . import PROJECT
+from platekit.commands import command
+from platekit.training import TrainRun, build_parts, score
 
 
 def train(
@@ -30,9 +30,12 @@ def train(
     run = TrainRun.start(cfg, overrides)  # resume point, threads, seed: nothing written yet
     datamodule, model, info = build_parts(cfg)  # the data set up, the model sized for it
     trainer = run.trainer(cfg, datamodule, model, info, callbacks)  # run dir, header
-    if not run.fit(trainer, model, datamodule):  # a signal stopped it: last.ckpt is saved
+    with run.fitting():  # SLURM requeue, known failures explained, a signal caught
+        trainer.fit(model, datamodule=datamodule, ckpt_path=run.ckpt_path)
+    if not run.fitted(trainer):  # a signal stopped it: last.ckpt is saved
         return run.stopped(trainer)
-    results = run.test(trainer, model, datamodule)  # the best checkpoint, on the test split
+    with run.testing(trainer, model):  # the model as shipped: float32, whatever trained it
+        results = trainer.test(model, datamodule=datamodule, ckpt_path=run.best(trainer))
     return run.finish(trainer, results)  # metrics.json, plots, the summary table
 
 
@@ -41,7 +44,7 @@ def train_and_score(cfg: DictConfig) -> float | None:
     return score(train(cfg), cfg)
 
 
-main = PROJECT.command("train", train_and_score)
+main = command("train", train_and_score)
 
 if __name__ == "__main__":
     main()

@@ -1,19 +1,20 @@
-"""Data modules: the contract every one follows (``base.py``), the generic ones (CSV, images)
-and the sequence example.
+"""Data modules: the contract every one follows (``BaseDataModule``), the generic ones (CSV,
+image folders) and the sequence example.
 
-Names are imported on first use, so a command that needs only ``data.info`` or
-``data.inputs`` (ONNX predict) does not import torch.
+Names are imported on first use, so a command that needs only the data card or the input
+readers (ONNX predict) does not import torch.
 """
 
-from ..runtime.lazy import lazy_exports
+from platekit._lazy import lazy_exports
 
 EXPORTS = {
-    "BaseDataModule": ".base",
-    "Rows": ".base",
-    "CsvDataModule": ".csv",
-    "DataInfo": ".info",
-    "ImageFolderDataModule": ".image_folder",
-    "SequenceDataModule": ".sequences",
+    "BaseDataModule": "._base",
+    "Rows": "._base",
+    "CsvDataModule": "._csv",
+    "DataInfo": "._info",
+    "ImageFolderDataModule": "._image_folder",
+    "SequenceDataModule": "._sequences",
+    "read_sklearn_table": "._examples",
 }
 __all__ = sorted(EXPORTS)
 

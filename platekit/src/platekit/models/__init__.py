@@ -1,16 +1,23 @@
-"""The tasks a net learns, the LightningModule that trains it, schedules and the shipped model.
+"""The tasks a net learns, the LightningModule that trains it, its learning-rate schedules,
+and the model rebuilt from a checkpoint for export.
 
-Names are imported on first use, so ``models.onnx_runner`` loads without torch.
+Names are imported on first use, so the ONNX runner loads without torch.
 """
 
-from ..runtime.lazy import lazy_exports
+from platekit._lazy import lazy_exports
 
 EXPORTS = {
-    "Classification": ".tasks",
-    "Regression": ".tasks",
-    "SequenceGRU": ".sequence",
-    "Task": ".tasks",
-    "TaskModule": ".task_module",
+    "Classification": "._tasks",
+    "Regression": "._tasks",
+    "Task": "._tasks",
+    "TaskModule": "._task_module",
+    "SequenceGRU": "._sequence",
+    "build_model": "._build",
+    "from_checkpoint": "._exportable",
+    "Constant": "._schedules",
+    "Cosine": "._schedules",
+    "OneCycle": "._schedules",
+    "StepDecay": "._schedules",
 }
 __all__ = sorted(EXPORTS)
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from platekit.data import BaseDataModule, DataInfo, Rows
-from platekit.data.examples import read_sklearn_table
+
+from platekit.data import BaseDataModule, DataInfo, Rows, read_sklearn_table
 
 
 class DigitsDataModule(BaseDataModule):

@@ -1,1 +1,0 @@
-"""The parts of ``bench.py``: timed loops, time to first step, the printed table."""

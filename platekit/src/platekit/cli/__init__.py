@@ -1,1 +1,0 @@
-"""How a command talks to a person: entry points, errors, hints, console output."""

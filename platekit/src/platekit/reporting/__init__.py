@@ -1,1 +1,0 @@
-"""What a run reports: the summary table and the plots."""

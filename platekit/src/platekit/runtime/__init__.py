@@ -1,1 +1,0 @@
-"""What every run sets up: the config, the trainer, precision, files, the CSV logger."""

@@ -1,0 +1,154 @@
+"""SIGTERM and Ctrl-C (SIGINT): stop after the current step, save, exit with a known code.
+
+The train command owns both signals for its whole process: ``RunStart`` installs the
+handler before Hydra writes anything. (Left to Lightning, a Ctrl-C exits 1 without
+saving, swallows a second one, and Lightning restores the default handlers at teardown,
+so a late second SIGTERM kills the process with 143.) Both signals go one way, Lightning's
+SIGTERM stop:
+
+- The first signal while training: Lightning stops after the current step (a Ctrl-C is
+  handed to Lightning's SIGTERM handler), ``PreemptibleCheckpoint`` writes ``last.ckpt``,
+  and the command says how to continue (``ckpt_path=last``) and exits 0 after SIGTERM,
+  130 after Ctrl-C (so ``make train && make export`` stops there).
+- The first signal before or after training (setup, testing): nothing to save; it exits
+  at once with the same codes.
+- SIGTERM again: ignored, the save goes on (schedulers may signal more than once).
+- Ctrl-C again: exits 130 at once. Files are written whole or not at all
+  (``files.write_atomic``), so ``last.ckpt`` is the previous one or the new one.
+
+DataLoader workers forked from the process inherit the handler, which does nothing in
+them: the terminal sends Ctrl-C to the whole process group, and the main process decides.
+"""
+
+import atexit
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from lightning import Callback, LightningModule, Trainer
+
+from platekit.config._resume import last_checkpoint_of
+
+log = logging.getLogger(__name__)
+
+EXIT_CODES = {signal.SIGTERM: 0, signal.SIGINT: 130}
+
+
+class StopSignals:
+    """The handler of SIGTERM and SIGINT; the process has one, ``STOP_SIGNALS``."""
+
+    def __init__(self) -> None:
+        self.received: signal.Signals | None = None  # the first stop signal
+        self.training = False  # set by StopAfterStep while Lightning trains
+        self._pid: int | None = None  # the process that installed the handler
+        self._passing_on = False  # a Ctrl-C being handed to Lightning's SIGTERM handler
+
+    def install(self) -> None:
+        """Handle both signals in this process from now on."""
+        self._pid = os.getpid()
+        for signum in EXIT_CODES:
+            signal.signal(signum, self._on_signal)
+        atexit.register(self._keep_exit_code)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.received or signal.SIGTERM]
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != self._pid or self._passing_on:
+            return  # in a forked DataLoader worker, or our own Ctrl-C back from Lightning
+        received = signal.Signals(signum)
+        if self.received is not None:
+            self._again(received)
+            return
+        self.received = received
+        if not self.training:
+            log.warning(
+                "stopped by %s before or after training, with nothing to save; "
+                "ckpt_path=last continues from the newest last.ckpt",
+                received.name,
+            )
+            raise SystemExit(self.exit_code)
+        again = "; Ctrl-C again stops at once" if received == signal.SIGINT else ""
+        log.warning("%s: stopping after the current step to save last.ckpt%s", received.name, again)
+        if received != signal.SIGTERM:
+            self._pass_to_lightning(frame)
+
+    def _pass_to_lightning(self, frame: FrameType | None) -> None:
+        """Stop as on SIGTERM: Lightning's handler is installed while it trains (it calls
+        the one it replaced, this one, in turn)."""
+        handler = signal.getsignal(signal.SIGTERM)
+        if not callable(handler) or handler == self._on_signal:
+            raise SystemExit(self.exit_code)  # Lightning is not training after all
+        # Lightning's handler would log "Received SIGTERM" for a Ctrl-C: quiet it meanwhile.
+        lightning_log = logging.getLogger(type(handler).__module__)
+        quiet, lightning_log.disabled = lightning_log.disabled, True
+        self._passing_on = True
+        try:
+            handler(signal.SIGTERM, frame)
+        finally:
+            self._passing_on = False
+            lightning_log.disabled = quiet
+
+    def _keep_exit_code(self) -> None:
+        """At exit the outcome is decided: ignore SIGTERM, and Ctrl-C if stopping already.
+
+        Python resets its handlers to the default while the interpreter shuts down, after
+        this; a signal then would kill the process (143, or -2) instead of its exit code.
+        """
+        if os.getpid() != self._pid:
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if self.received is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def _again(self, received: signal.Signals) -> None:
+        if received != signal.SIGINT:
+            log.warning("%s again: still stopping", received.name)
+            return
+        sys.stdout.flush()
+        sys.stderr.write("\nCtrl-C again: stopping now; last.ckpt is the last one written whole\n")
+        sys.stderr.flush()
+        os._exit(EXIT_CODES[signal.SIGINT])
+
+
+STOP_SIGNALS = StopSignals()
+
+
+class StopAfterStep(Callback):
+    """Tells ``STOP_SIGNALS`` when Lightning trains, so a stop signal waits for the step."""
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        STOP_SIGNALS.training = True
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # Lightning stops on a signal no later than here; a later one stops at once.
+        STOP_SIGNALS.training = False
+
+    def on_exception(
+        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
+    ) -> None:
+        STOP_SIGNALS.training = False
+
+
+def stopped_by_signal(trainer: Trainer, run_dir: Path) -> dict[str, Any]:
+    """After Lightning's stop on a signal: say where ``last.ckpt`` is and how to continue.
+
+    After Ctrl-C, exit 130; after SIGTERM, return what a stopped run reports (the command
+    exits 0). A rank stopped by rank 0's signal, or a run with no handler installed (a
+    test calling ``train`` itself), counts as stopped by SIGTERM.
+    """
+    name = (STOP_SIGNALS.received or signal.SIGTERM).name
+    log.warning(
+        "stopped by %s after step %d; saved %s; continue with ckpt_path=last",
+        name,
+        trainer.global_step,
+        last_checkpoint_of(run_dir),
+    )
+    if STOP_SIGNALS.exit_code:
+        raise SystemExit(STOP_SIGNALS.exit_code)
+    return {"stopped": name, "steps": trainer.global_step, "run_dir": str(run_dir)}
