@@ -3,7 +3,7 @@
 The project is a bake of the template (conftest.py bakes one per session, or takes
 ``PLATEKIT_TEST_PROJECT``). ``module(name)`` finds ``platekit.<name>`` (or the command body
 ``platekit.commands.<name>``) first and the project's ``<package>.<name>`` second, so a test
-names the machinery and the project's recipes alike (``module("cli.errors").UserError``,
+names the machinery and the project's recipes alike (``module("_errors").UserError``,
 ``module("export").check_parity``, ``module("train").train``).
 """
 
@@ -36,9 +36,9 @@ TESTS = Path(__file__).resolve().parent  # this folder: importable by the comman
 
 
 def module(name: str) -> ModuleType:
-    """``platekit.<name>``, else a command's body ``platekit.commands.<name>``, else the
+    """``platekit.<name>``, else a command's body ``platekit.commands._<name>``, else the
     project's own ``<package>.<name>`` (``train``, ``eval``, ``data.digits``)."""
-    for candidate in (f"platekit.{name}", f"platekit.commands.{name}"):
+    for candidate in (f"platekit.{name}", f"platekit.commands._{name}"):
         try:
             return import_module(candidate)
         except ModuleNotFoundError as error:

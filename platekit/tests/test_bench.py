@@ -9,7 +9,7 @@ import pytest
 from support import compose_config, module, read_json
 
 bench = module("bench")
-UserError = module("cli.errors").UserError
+UserError = module("_errors").UserError
 
 # A few steps of each section: enough to run every code path, too few for useful figures.
 TINY = [
@@ -78,7 +78,7 @@ def test_bad_bench_option_is_one_clear_error(tmp_path: Path, override: str, mess
 
 
 def test_bench_targets_have_verdicts_and_negative_overheads_are_explained() -> None:
-    report = module("benchmarks.report")
+    report = module("commands._bench_report")
     loop = {
         "over_bare_ratio": 0.991,
         "over_bare_interval": [0.975, 1.004],
@@ -106,7 +106,7 @@ def test_bench_targets_have_verdicts_and_negative_overheads_are_explained() -> N
 
 
 def test_median_interval_bounds_the_median_from_six_pairs_on() -> None:
-    stats = module("benchmarks.stats")
+    stats = module("commands._bench_stats")
     assert stats.median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) == (-math.inf, math.inf)
     assert stats.median_interval([6.0, 1.0, 5.0, 2.0, 4.0, 3.0]) == (1.0, 6.0)
     # n=9: P(Binomial(9, 1/2) < 2) = 10/512, twice that under 5 %: the 2nd and 8th values.
@@ -116,7 +116,7 @@ def test_median_interval_bounds_the_median_from_six_pairs_on() -> None:
 
 
 def test_paired_ratio_says_met_missed_or_inconclusive() -> None:
-    ratio = module("benchmarks.stats").PairedRatio.of
+    ratio = module("commands._bench_stats").PairedRatio.of
     assert ratio([0.98, 0.99, 1.0, 1.01, 0.985, 0.995], 0.97).verdict == "met"
     assert ratio([0.90, 0.91, 0.92, 0.93, 0.94, 0.95], 0.97).verdict == "missed"
     assert ratio([0.89, 0.95, 0.97, 0.99, 1.02, 1.07], 0.97).verdict == "inconclusive"
@@ -126,7 +126,7 @@ def test_paired_ratio_says_met_missed_or_inconclusive() -> None:
 
 
 def test_a_plain_loop_slower_than_bare_lightning_is_explained() -> None:
-    report = module("benchmarks.report")
+    report = module("commands._bench_report")
     assert report.plain_loop_note({"bare_ratio": 0.87, "bare_ratio_interval": [0.85, 0.9]}) == []
     noisy = report.plain_loop_note({"bare_ratio": 1.04, "bare_ratio_interval": [0.96, 1.1]})
     assert "within the noise of this machine" in noisy[0]
@@ -135,7 +135,7 @@ def test_a_plain_loop_slower_than_bare_lightning_is_explained() -> None:
 
 
 def test_time_to_first_step_has_a_verdict() -> None:
-    report = module("benchmarks.report")
+    report = module("commands._bench_report")
     startup = {
         "parts": {"imports": 2.0},
         "seconds": 4.26,

@@ -11,7 +11,7 @@ import pytest
 
 from support import compose_config, module
 
-UserError = module("cli.errors").UserError
+UserError = module("_errors").UserError
 evaluate = module("eval").evaluate
 
 

@@ -25,10 +25,10 @@ import torch
 
 from support import PACKAGE, compose_config, module, project_module, run_cli
 
-UserError = module("cli.errors").UserError
-Checkpoint = module("checkpoints.restore").Checkpoint
-registry = module("checkpoints.registry")
-save_checkpoint = module("checkpoints.io").save_checkpoint
+UserError = module("_errors").UserError
+Checkpoint = module("checkpoints._restore").Checkpoint
+registry = module("_registry")
+save_checkpoint = module("checkpoints._io").save_checkpoint
 
 # Names that lead to code through an allowed prefix, or outside every prefix.
 WALKS = [
@@ -84,7 +84,7 @@ def hostile(good: Path, folder: Path, slot: str, name: str, sealed: bool) -> tup
     if sealed:
         save_checkpoint(content, path)  # the checksum matches: only the name is bad
     else:
-        content.pop(module("checkpoints.integrity").CHECKSUM_KEY, None)
+        content.pop(module("checkpoints._integrity").CHECKSUM_KEY, None)
         torch.save(content, path)
     return path, marker
 
@@ -154,8 +154,13 @@ def test_the_registry_accepts_the_shipped_names_and_stores_short_keys() -> None:
         f"{PACKAGE}.models.nets.MLP": "net",  # module.qualname, as older checkpoints hold
         "platekit.models.TaskModule": "model",
         "platekit.models.Regression": "task",
-        "platekit.models._schedules.Cosine": "scheduler",
+        "platekit.models.Cosine": "scheduler",
         f"{PACKAGE}.models.TaskModule": "model",  # where it was before the split: moved
+        # What platekit 0.1 and 0.2 checkpoints hold: their module paths, private since 0.3
+        "platekit.models.schedules.Cosine": "scheduler",
+        "platekit.models.tasks.Classification": "task",
+        "platekit.models.task_module.TaskModule": "model",
+        "platekit.data.csv.CsvDataModule": "data",
         # What checkpoints written before the split hold (module.qualname, or the short key):
         f"{PACKAGE}.models.task_module.TaskModule": "model",
         f"{PACKAGE}.TaskModule": "model",
@@ -173,6 +178,12 @@ def test_the_registry_accepts_the_shipped_names_and_stores_short_keys() -> None:
     assert active.key(active.resolve(f"{PACKAGE}.models.SmallCNN", "net")) == f"{PACKAGE}.SmallCNN"
     with pytest.raises(UserError, match="not a Optimizer class"):
         active.resolve("torch.nn.Linear", "optimizer")  # a real class, in the wrong slot
+    # A config Hydra builds itself (a callback, a logger) must be edited: one line says how.
+    moved = r"platekit 0\.3 moved: write 'platekit\.training\.ExactResume' in the config"
+    with pytest.raises(UserError, match=moved):
+        active.resolve("platekit.callbacks.exact_resume.ExactResume", "callback")
+    with pytest.raises(UserError, match="refused"):  # a private module is no way in
+        active.resolve("platekit.models._schedules.Cosine", "scheduler")
 
 
 def test_a_teams_own_class_registers_itself_and_a_third_party_one_is_trusted_by_name(
@@ -241,7 +252,12 @@ def routes_to_danger(depth: int = 3) -> Iterator[str]:
 
 
 def test_no_route_to_code_under_the_allowed_roots_resolves() -> None:
-    for name in ("models.task_module", "data.csv", "benchmarks.commands", "cli.rundir"):
+    for name in (
+        "models._task_module",
+        "data._csv",
+        "commands._bench_commands",
+        "commands._rundir",
+    ):
         module(name)  # the package's modules, imported as a run imports them
     routes = sorted(set(routes_to_danger()))
     assert len(routes) > 100  # the walk found the routes an attacker would

@@ -10,9 +10,9 @@ import yaml
 
 from support import CONFIG_DIR, module, run_cli
 
-schema = module("runtime.schema")
-precheck = module("cli.precheck")
-Fresh = module("cli.rundir").Fresh
+schema = module("config._schema")
+precheck = module("config._precheck")
+Fresh = module("commands._rundir").Fresh
 module("train")  # registers the run_dir resolver hydra.run.dir of train.yaml uses
 
 
@@ -174,7 +174,7 @@ def test_what_only_the_data_can_judge_is_one_line_at_setup(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:
     """Checked once, where the data module sets up (not twice, in the schema too)."""
-    with pytest.raises(module("cli.errors").UserError, match=message):
+    with pytest.raises(module("_errors").UserError, match=message):
         module("testing").build_datamodule(tmp_path, overrides)
 
 

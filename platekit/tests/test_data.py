@@ -11,8 +11,8 @@ from support import module, project_module, write_image_folder
 
 data = module("data")
 DigitsDataModule = project_module("data").DigitsDataModule  # the test project's data
-sampling = module("data.sampling")
-UserError = module("cli.errors").UserError
+sampling = module("data._sampling")
+UserError = module("_errors").UserError
 
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,7 @@ def test_plain_datamodule_trains_evaluates_and_exports_with_one_warning(
     checkpoint = metrics["best_checkpoint"]
     evaluate = module("eval").evaluate
     refused = compose_config(tmp_path / "eval", [f"ckpt_path={checkpoint}"], config_name="eval")
-    with pytest.raises(module("cli.errors").UserError, match="not a class defined under"):
+    with pytest.raises(module("_errors").UserError, match="not a class defined under"):
         evaluate(refused)  # the module lives outside the package: named explicitly below
     allowed = [f"ckpt_path={checkpoint}", TRUST_PLAIN]
     same_precision = [*allowed, "trainer.precision=32-true"]  # as it trained (auto may be bf16)

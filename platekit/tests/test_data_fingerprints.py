@@ -114,7 +114,7 @@ def test_a_replaced_image_is_refused(tmp_path: Path) -> None:
     small = ["data.image_size=8", "data.num_workers=0", "model.net.channels=[4,8]"]
     overrides = [*QUICK, *EPOCH, "data=image_folder", f"data.root={root}", *small]
     metrics = train(compose_config(tmp_path / "run", overrides))
-    checkpoint = module("checkpoints.restore").Checkpoint.open(metrics["best_checkpoint"])
+    checkpoint = module("checkpoints._restore").Checkpoint.open(metrics["best_checkpoint"])
     datamodule = checkpoint.datamodule()
     first_test = Path(datamodule.rows.inputs[int(datamodule.parts["test"][0])])
     other = next(path for path in sorted(root.rglob("*.png")) if path.parent != first_test.parent)
@@ -177,7 +177,7 @@ def test_ones_own_run_on_outside_data_evaluates_from_another_directory(tmp_path:
 def foreign(checkpoint: dict[str, Any], path: Path) -> Path:
     """``checkpoint`` saved as someone else would: intact (a checksum) but no seal of ours."""
     content = {k: v for k, v in checkpoint.items() if k not in (CHECKSUM_KEY, SEAL_KEY)}
-    content.pop(module("checkpoints.integrity").SEALED, None)
+    content.pop(module("checkpoints._integrity").SEALED, None)
     content[CHECKSUM_KEY] = content_checksum(content)[0]
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(content, path)

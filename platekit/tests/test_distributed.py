@@ -64,7 +64,7 @@ def expected_inputs(rank: int, epoch: int) -> torch.Tensor:
     """The training inputs ``rank`` must see in ``epoch``: a function of (seed, epoch) only."""
     datamodule = project_module("data").DigitsDataModule(seed=0)
     datamodule.setup()
-    sampler = module("data.sampling").EpochBatchSampler(
+    sampler = module("data._sampling").EpochBatchSampler(
         len(datamodule.split_tensors("train")),
         64,
         shuffle=True,
@@ -92,7 +92,7 @@ def check_ranks(probe_dir: Path, epochs: list[int], tmp_path: Path) -> dict[str,
     assert finals[0]["val"] == finals[1]["val"]
     digits = project_module("data").DigitsDataModule(seed=0)
     cfg = compose_config(tmp_path)
-    model = module("models.build").build_model(
+    model = module("models._build").build_model(
         cfg.model, digits.info, optimizer=cfg.optimizer, scheduler=cfg.scheduler
     )
     model.load_state_dict(finals[0]["state_dict"])
@@ -226,7 +226,7 @@ def test_lost_node_stops_the_survivor_and_keeps_the_checkpoint(tmp_path: Path) -
     # "Read error [ip]:port: Connection reset by peer"); torchrun reports the failed rank.
     assert re.search(r"\[127\.0\.0\.1\]:\d+.*by peer|by peer \[127\.0\.0\.1\]:\d+", output), output
     assert "FAILED" in output
-    checkpoint = module("checkpoints.io").load_checkpoint(last)
+    checkpoint = module("checkpoints._io").load_checkpoint(last)
     model = module("models").TaskModule(**checkpoint["hyper_parameters"])
     model.load_state_dict(checkpoint["state_dict"])
     assert checkpoint["epoch"] >= 0

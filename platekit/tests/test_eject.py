@@ -3,7 +3,9 @@ then uses the copy: its configs, its commands, its checkpoints. Real bakes, real
 
 import ast
 import hashlib
+import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +55,14 @@ def run(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProc
     )
 
 
+PUBLIC = {
+    name
+    for package in ("platekit", "platekit.data", "platekit.models", "platekit.checkpoints",
+                    "platekit.training", "platekit.commands", "platekit.config")
+    for name in importlib.import_module(package).__all__
+}  # fmt: skip
+
+
 def eject(cwd: Path, name: str) -> subprocess.CompletedProcess[str]:
     return run(cwd, "-m", "platekit", "eject", name)
 
@@ -72,6 +82,7 @@ def test_refusals_are_one_line_and_write_nothing(project: Path, tmp_path: Path) 
         (project, "models.nothing", "platekit has no module or class 'models.nothing'"),
         (project, "NoSuchClass", "platekit has no module or class 'NoSuchClass'"),
         (project, "data", "platekit.data is a package; eject one of its modules: data.adapters,"),
+        (project, "data.__init__", "'data.__init__' is not a module or class name"),
     ]
     for cwd, name, says in cases:
         result = eject(cwd, name)
@@ -84,10 +95,10 @@ def test_refusals_are_one_line_and_write_nothing(project: Path, tmp_path: Path) 
 
     assert eject(project, "models.schedules").returncode == 0
     after = snapshot(project)
-    result = eject(project / "configs", "platekit.models._schedules.Cosine")  # from a subfolder
+    result = eject(project / "configs", "platekit.models.Cosine")  # from a subfolder
     assert result.returncode == 1
     assert result.stderr.startswith(
-        f"error: src/{PACKAGE}/models/_schedules.py exists already (platekit.models._schedules "
+        f"error: src/{PACKAGE}/models/schedules.py exists already (platekit.models._schedules "
         "was ejected before"
     )
     assert snapshot(project) == after
@@ -97,12 +108,14 @@ def test_eject_copies_the_module_and_points_configs_and_commands_at_it(project: 
     result = eject(project, "models.schedules")
     assert result.returncode == 0, result.stderr
     copy = project / "src" / PACKAGE / "models" / "schedules.py"
-    assert f"platekit.models._schedules -> src/{PACKAGE}/models/_schedules.py" in result.stdout
+    assert f"platekit.models._schedules -> src/{PACKAGE}/models/schedules.py" in result.stdout
     text = copy.read_text()
     assert text.startswith("# Ejected from platekit.models._schedules (platekit ")
     imports = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ImportFrom)]
     assert all(node.level == 0 for node in imports)  # still uses the rest of platekit
-    assert "from platekit._errors import UserError" in text
+    kit = [node.module for node in imports if (node.module or "").startswith("platekit")]
+    assert kit == ["platekit"], kit  # by public names only: ``from platekit import UserError``
+    assert "from platekit import UserError" in text
     for path in (project / "configs" / "scheduler").glob("*.yaml"):
         target = yaml.safe_load(path.read_text())["_target_"]
         assert target.startswith(f"{PACKAGE}.models.schedules."), path.name
@@ -114,7 +127,15 @@ def test_eject_copies_the_module_and_points_configs_and_commands_at_it(project: 
     assert (project / "src" / PACKAGE / "commands" / "__init__.py").is_file()
     command = (project / "src" / PACKAGE / "export.py").read_text()
     assert "from .commands.export import export" in command
-    assert "platekit.commands" not in command.split('"""')[-1]  # only its docstring names it
+    assert "from platekit.commands import command\n" in command  # the entry point stays
+    assert "export" not in command.split("from platekit.commands import command")[1].split("\n")[0]
+    body = (project / "src" / PACKAGE / "commands" / "export.py").read_text()
+    private = [line for line in body.splitlines() if re.match(r"from platekit\S*\._", line)]
+    public = [line for line in body.splitlines() if re.match(r"from platekit(\.[a-z]+)* ", line)]
+    assert public, body[:2000]  # what platekit exports is imported by its public name
+    for line in private:  # the rest names what no public package exports
+        names = line.split(" import ")[1].split(", ")
+        assert all(name.split(" as ")[0] not in PUBLIC for name in names), line
 
     result = eject(project, "CsvDataModule")  # a class: the module that defines it
     assert result.returncode == 0, result.stderr

@@ -10,7 +10,7 @@ import torch
 from support import compose_config, module, read_json, run_cli
 
 export = module("export")
-UserError = module("cli.errors").UserError
+UserError = module("_errors").UserError
 
 
 def broken_checkpoint(path: Path, trained_ckpt: str, kind: str) -> Path:
@@ -28,7 +28,7 @@ def broken_checkpoint(path: Path, trained_ckpt: str, kind: str) -> Path:
         checkpoint["hyper_parameters"] = {"width": 3}
     if kind == "undescribed":
         del checkpoint["data"]
-    module("checkpoints.io").save_checkpoint(checkpoint, target)  # edited, re-sealed
+    module("checkpoints._io").save_checkpoint(checkpoint, target)  # edited, re-sealed
     return target
 
 

@@ -28,9 +28,9 @@ train = module("train")
 evaluate = module("eval")
 export = module("export")
 predict = module("predict")
-checkpoints = module("checkpoints.io")
-integrity = module("checkpoints.integrity")
-UserError = module("cli.errors").UserError
+checkpoints = module("checkpoints._io")
+integrity = module("checkpoints._integrity")
+UserError = module("_errors").UserError
 
 
 class Payload:
@@ -335,7 +335,7 @@ def test_an_unreadable_checkpoint_names_the_permission_problem(trained: dict[str
 
 
 def test_json_files_are_strict_json(tmp_path: Path) -> None:
-    files = module("runtime.files")
+    files = module("_files")
     files.write_json(tmp_path / "m.json", {"loss": math.nan, "curve": [1.5, math.inf, -math.inf]})
     assert read_json(tmp_path / "m.json") == {"loss": None, "curve": [1.5, None, None]}
     with pytest.raises(ValueError, match="NaN is not JSON"):
@@ -362,14 +362,14 @@ def test_every_json_a_run_writes_is_strict(
 
 
 def test_init_from_strict_and_not(trained: dict[str, Any], tmp_path: Path) -> None:
-    model = module("runtime.run").build_parts(compose_config(tmp_path, ["model=mlp"]))[1]
+    model = module("training._trainer").build_parts(compose_config(tmp_path, ["model=mlp"]))[1]
     cnn_checkpoint = checkpoints.load_checkpoint(trained["run_dir"] / "checkpoints" / "last.ckpt")
     with pytest.raises(UserError, match=r"missing: net.*unexpected: net.*init_strict=false"):
         checkpoints.load_weights(model, cnn_checkpoint, "cnn.ckpt")
     unfit = checkpoints.load_weights(model, cnn_checkpoint, "cnn.ckpt", strict=False)
     assert unfit["missing"]
     assert unfit["unexpected"]
-    same = module("runtime.run").build_parts(compose_config(tmp_path, []))[1]
+    same = module("training._trainer").build_parts(compose_config(tmp_path, []))[1]
     assert checkpoints.load_weights(same, cnn_checkpoint, "cnn.ckpt") == {
         "missing": [],
         "unexpected": [],
@@ -404,7 +404,7 @@ def test_non_finite_loss_stops_with_step_batch_and_hint(tmp_path: Path) -> None:
 
 
 def test_sampler_resume_state_after_a_whole_epoch_starts_the_next() -> None:
-    sampler = module("data.sampling").EpochBatchSampler(100, 16, shuffle=True, seed=0)
+    sampler = module("data._sampling").EpochBatchSampler(100, 16, shuffle=True, seed=0)
     sampler.load_state_dict({"epoch": 2, "skip": len(sampler)})
     assert sampler.state_dict() == {"epoch": 3, "skip": 0}
     sampler.mark_consumed(3)
@@ -418,7 +418,7 @@ def test_rng_states_round_trip_as_tensors(tmp_path: Path) -> None:
 
     import numpy as np
 
-    rng = module("checkpoints.rng")
+    rng = module("checkpoints._rng")
     state = rng.capture_rng()
     torch.save(state, tmp_path / "rng.pt")
     first = (torch.rand(3), np.random.rand(3), random.random())
@@ -430,7 +430,7 @@ def test_rng_states_round_trip_as_tensors(tmp_path: Path) -> None:
 
 
 def test_ckpt_path_last_picks_the_newest_and_its_run_dir(tmp_path: Path) -> None:
-    resume = module("checkpoints.resume")
+    resume = module("config._resume")
     runs = tmp_path / "outputs" / "train" / "runs"
     for name in ("a", "b"):
         (runs / name / "checkpoints").mkdir(parents=True)
@@ -467,7 +467,7 @@ def test_cli_bad_checkpoint_is_one_line_without_traceback(
 def test_a_full_disk_names_the_file_and_keeps_the_previous_one(tmp_path: Path) -> None:
     # /dev/full fails every write with ENOSPC: a real full-disk error from the kernel, for a
     # writer that streams its data there. The slow test below fills a real (tmpfs) disk.
-    files = module("runtime.files")
+    files = module("_files")
     path = tmp_path / "metrics.json"
     path.write_text("previous\n")
 
@@ -490,8 +490,8 @@ FULL_DISK_SCRIPT = """
 import sys
 from pathlib import Path
 import torch
-io = __import__(sys.argv[1] + ".checkpoints.io", fromlist=["io"])
-files = __import__(sys.argv[1] + ".runtime.files", fromlist=["files"])
+io = __import__(sys.argv[1] + ".checkpoints._io", fromlist=["io"])
+files = __import__(sys.argv[1] + "._files", fromlist=["files"])
 disk = Path(sys.argv[2])
 io.save_checkpoint({"state_dict": {"w": torch.ones(4)}}, disk / "last.ckpt")
 before = (disk / "last.ckpt").read_bytes()

@@ -10,7 +10,7 @@ import pytest
 
 from support import foreign_warnings, module, read_json, run_cli
 
-FIELDS = module("cli.header").FIELDS
+FIELDS = module("training._header").FIELDS
 EPOCH = re.compile(
     r"^epoch (\d+)/(\d+)  loss (\S+)  val_loss (\S+)  val_acc (\S+)  [\d,]+ steps/s$"
 )
@@ -114,7 +114,7 @@ def test_early_stopping_says_when_and_why(tmp_path: Path) -> None:
 
 
 def test_plots_mark_the_best_epoch_and_the_stop() -> None:
-    plots = module("reporting.plots")
+    plots = module("training._plots")
     history = [{"epoch": e, "val/acc": a} for e, a in enumerate([0.5, 0.9, 0.8, 0.7])]
     figure = plots.curve_figure(
         history, "Accuracy", "accuracy", ["val/acc"], plots.epoch_marks(1, 3)

@@ -9,8 +9,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from support import compose_config, module
 
-UserError = module("cli.errors").UserError
-explain_failures = module("cli.hints").explain_failures
+UserError = module("_errors").UserError
+explain_failures = module("training._hints").explain_failures
 train = module("train")
 
 QUICK_RUN = ["debug=fast_dev_run", "callbacks.progress_bar=null", "trainer.accelerator=cpu"]

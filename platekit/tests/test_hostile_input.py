@@ -22,12 +22,12 @@ from PIL import Image
 
 from support import PACKAGE, ROOT, module, run_cli
 
-UserError = module("cli.errors").UserError
-Checkpoint = module("checkpoints.restore").Checkpoint
-save_checkpoint = module("checkpoints.io").save_checkpoint
-images = module("data.images")
-inputs = module("data.inputs")
-DataInfo = module("data.info").DataInfo
+UserError = module("_errors").UserError
+Checkpoint = module("checkpoints._restore").Checkpoint
+save_checkpoint = module("checkpoints._io").save_checkpoint
+images = module("data._images")
+inputs = module("data._inputs")
+DataInfo = module("data._info").DataInfo
 
 DIGITS = DataInfo(input_shape=(1, 8, 8), target_kind="class", class_names=tuple("0123456789"))
 
@@ -121,7 +121,7 @@ def test_lying_npy_headers_and_object_npz_are_one_line(tmp_path: Path) -> None:
 
 
 def test_a_writer_removes_its_own_stale_temporaries(tmp_path: Path) -> None:
-    files = module("runtime.files")
+    files = module("_files")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip
     host = files.writer_tag().split("@", 1)[1]
@@ -134,14 +134,14 @@ def test_a_writer_removes_its_own_stale_temporaries(tmp_path: Path) -> None:
 
 
 def test_an_unwritable_output_is_one_line() -> None:
-    files = module("runtime.files")
+    files = module("_files")
     with pytest.raises(UserError, match=r"cannot write '/proc/self/x/out\.csv'"):
         files.write_atomic(Path("/proc/self/x/out.csv"), lambda tmp: tmp.write_text("x"))
 
 
 def test_an_over_long_class_name_is_cut_in_the_message() -> None:
     with pytest.raises(UserError) as refusal:
-        module("checkpoints.registry").active().resolve("a." * 500_000 + "B", "net")
+        module("_registry").active().resolve("a." * 500_000 + "B", "net")
     assert len(str(refusal.value)) < 400
 
 
@@ -149,7 +149,7 @@ def test_an_over_long_class_name_is_cut_in_the_message() -> None:
 def test_a_sweep_storage_at_a_file_of_another_kind_is_refused_untouched(
     tmp_path: Path, kind: str
 ) -> None:
-    storage = module("sweeps.storage")
+    storage = module("sweeps._storage")
     victim = tmp_path / "notes.txt"
     victim.write_text("my notes\n")
     setting = f"journal:{victim}" if kind == "journal" else f"sqlite:///{victim}"
@@ -244,9 +244,9 @@ def test_server_metadata_shows_names_not_paths(exported: dict[str, Any]) -> None
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    app_module = module("serving.app")
-    bodies = module("serving.bodies")
-    runner = module("models.onnx_runner").OnnxRunner(exported["model"])
+    app_module = module("commands._serving_app")
+    bodies = module("commands._serving_bodies")
+    runner = module("models._onnx_runner").OnnxRunner(exported["model"])
     limits = bodies.Limits(max_body_bytes=1 << 24, max_image_pixels=1 << 20)
     client = TestClient(app_module.build_app(runner, exported["model"], limits, 64))
     for route in ("/metadata", "/openapi.json"):

@@ -45,7 +45,7 @@ def test_digits_test_split_passes_and_raw_pixels_are_flagged(
 def test_a_table_column_at_a_thousand_times_its_scale_is_flagged(tmp_path: Path) -> None:
     run = [*QUICK, "data=csv", f"data.data_dir={tmp_path}"]  # the wine table, 13 columns
     metrics = module("train").train(compose_config(tmp_path / "run", run), run)
-    checkpoint = module("checkpoints.restore").Checkpoint.open(metrics["best_checkpoint"])
+    checkpoint = module("checkpoints._restore").Checkpoint.open(metrics["best_checkpoint"])
     datamodule = checkpoint.datamodule()
     raw = datamodule.raw_inputs("test").numpy()
     np.save(tmp_path / "test.npy", raw)

@@ -39,7 +39,7 @@ def logger_group() -> OmegaConf:
 def test_the_checkpoints_run_ids_go_into_the_logger_configs() -> None:
     loggers = logger_group()
     checkpoint = {"logger_runs": {"wandb": "k3x9", "mlflow": "3f2a"}}
-    continued = module("callbacks.logger_runs").continue_logger_runs(loggers, checkpoint)
+    continued = module("training._logger_runs").continue_logger_runs(loggers, checkpoint)
     assert continued.wandb.id == "k3x9"
     assert continued.mlflow.run_id == "3f2a"
     assert set(continued.csv) == {"_target_"}
@@ -47,7 +47,7 @@ def test_the_checkpoints_run_ids_go_into_the_logger_configs() -> None:
 
 
 def test_a_run_id_set_in_the_config_wins_and_a_fresh_run_changes_nothing() -> None:
-    continue_logger_runs = module("callbacks.logger_runs").continue_logger_runs
+    continue_logger_runs = module("training._logger_runs").continue_logger_runs
     loggers = logger_group()
     loggers.mlflow.run_id = "mine"
     continued = continue_logger_runs(loggers, {"logger_runs": {"mlflow": "3f2a"}})

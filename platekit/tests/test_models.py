@@ -9,7 +9,7 @@ from torch.nn import functional as F  # noqa: N812  (torch's own convention)
 
 from support import module
 
-EpochStats = module("models.epoch_stats").EpochStats
+EpochStats = module("models._epoch_stats").EpochStats
 
 
 @pytest.mark.filterwarnings("ignore:y_pred contains classes not in y_true")
@@ -38,7 +38,7 @@ def test_epoch_stats_match_mean_loss_and_scikit_learns_accuracies() -> None:
 
 def test_accuracies_are_exact_ratios_of_counts() -> None:
     """All right is exactly 1.0 (a float32 mean of recalls gave 1.0000001192092896)."""
-    counts = module("models.class_counts")
+    counts = module("models._class_counts")
     every_class_right = torch.diag(torch.tensor([3, 7, 11, 13, 17, 19, 23]))
     assert counts.accuracies(every_class_right) == {"acc": 1.0, "balanced_acc": 1.0}
     confusion = torch.tensor([[260, 10], [3, 0]])  # class 1: 3 samples, none right
@@ -49,7 +49,7 @@ def test_accuracies_are_exact_ratios_of_counts() -> None:
 
 
 def test_per_class_table_from_a_confusion_matrix() -> None:
-    counts = module("models.class_counts")
+    counts = module("models._class_counts")
     # rows: true class; columns: predicted class
     confusion = torch.tensor([[8, 2, 0], [1, 3, 0], [0, 0, 0]])
     table = counts.per_class(confusion, ("cat", "dog", "eel"))
@@ -69,7 +69,7 @@ def test_per_class_table_from_a_confusion_matrix() -> None:
 
 
 def test_class_counts_metric_sums_batches_like_one_pass() -> None:
-    counts = module("models.class_counts")
+    counts = module("models._class_counts")
     metric = counts.ClassCounts(3, "balanced_acc")
     logits = torch.eye(3)[[0, 0, 1, 2, 2, 2]]
     targets = torch.tensor([0, 1, 1, 2, 2, 0])

@@ -9,8 +9,8 @@ from matplotlib.image import imread
 
 from support import QUICK, compose_config, module, read_json
 
-summary = module("reporting.summary")
-console = module("cli.console")
+summary = module("training._summary")
+console = module("training._console")
 
 PLOTS = {"loss.png", "accuracy.png", "learning_rate.png", "confusion_matrix.png", "per_class.png"}
 
@@ -73,7 +73,7 @@ def test_metrics_json_holds_the_per_class_table_of_the_test_split(trained: dict[
 
 
 def test_confusion_matrix_plot_names_classes_and_both_accuracies() -> None:
-    plots = module("reporting.plots")
+    plots = module("training._plots")
     matrix = torch.tensor([[8, 2], [1, 1]])
     figure = plots.confusion_figure(matrix, ["cat", "dog"])
     axes = figure.axes[0]
@@ -99,7 +99,7 @@ def test_objective_reads_the_best_epoch_or_the_test_results(trained: dict[str, A
     metrics = trained["metrics"]
     assert summary.objective(metrics, "val/acc") == metrics["best"]["val/acc"]
     assert summary.objective(metrics, "test/acc") == metrics["test"]["test/acc"]
-    with pytest.raises(module("cli.errors").UserError, match="val/accuracy is not a logged"):
+    with pytest.raises(module("_errors").UserError, match="val/accuracy is not a logged"):
         summary.objective(metrics, "val/accuracy")
 
 

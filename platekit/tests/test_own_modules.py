@@ -23,7 +23,7 @@ from platekit.testing import predict_rows, write_image_folder
 
 from support import QUICK, compose_config, module, read_json, run_cli
 
-UserError = module("cli.errors").UserError
+UserError = module("_errors").UserError
 train = module("train").train
 SMALL = ["data.image_size=8", "data.num_workers=0", "model.net.channels=[4,8]"]
 EPOCH = ["trainer.max_epochs=1", "callbacks.early_stopping=null"]

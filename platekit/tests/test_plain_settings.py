@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from support import QUICK, compose_config, module
 
-card = module("checkpoints.card")
+card = module("checkpoints._card")
 PLAIN_TYPES = (str, int, float, bool, type(None), torch.Tensor)
 
 

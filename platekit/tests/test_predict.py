@@ -17,7 +17,7 @@ from platekit.testing import predict_rows, raw_test_split
 from support import CONFIG_DIR, PACKAGE, ROOT, module
 
 predict = module("predict")
-UserError = module("cli.errors").UserError
+UserError = module("_errors").UserError
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pytest
 
 from support import compose_config, module, run_cli
 
-ProgressDisplay = module("callbacks.progress").ProgressDisplay
-build_trainer = module("runtime.run").build_trainer
-build_parts = module("runtime.run").build_parts
+ProgressDisplay = module("training._progress").ProgressDisplay
+build_trainer = module("training._trainer").build_trainer
+build_parts = module("training._trainer").build_parts
 
 # 3 epochs of 5 train batches and 2 val batches.
 LIMITED = [

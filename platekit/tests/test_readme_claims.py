@@ -133,8 +133,8 @@ def test_every_override_a_document_shows_passes_the_config_check(
     doc: str, line: str, config: str, overrides: list[str], tmp_path: Path
 ) -> None:
     given = [o.replace("$PWD", str(tmp_path)) for o in overrides]
-    OmegaConf.register_new_resolver("run_dir", module("checkpoints.resume").run_dir, replace=True)
-    planned = module("cli.precheck").check(CONFIG_DIR, config, given)
+    OmegaConf.register_new_resolver("run_dir", module("config._resume").run_dir, replace=True)
+    planned = module("config._precheck").check(CONFIG_DIR, config, given)
     assert planned.problems == [], f"{doc}: {line}"
 
 
@@ -319,13 +319,13 @@ def mentioned_settings() -> list[tuple[str, str, bool]]:
 def accepted(overrides: list[str]) -> bool:
     """Whether the train config takes ``overrides``, alone or with some option of their group
     (``data.crop_padding=4`` is image_folder's), or with the sweep's settings."""
-    OmegaConf.register_new_resolver("run_dir", module("checkpoints.resume").run_dir, replace=True)
+    OmegaConf.register_new_resolver("run_dir", module("config._resume").run_dir, replace=True)
     group = overrides[0].lstrip("+").split(".", 1)[0]
     options = [path.stem for path in (CONFIG_DIR / group).glob("*.yaml")]
     choices = [[], *([f"{group}={o}"] for o in options), ["hparams_search=optuna"]]
     for choice in choices:
         try:
-            planned = module("cli.precheck").check(CONFIG_DIR, "train", [*choice, *overrides])
+            planned = module("config._precheck").check(CONFIG_DIR, "train", [*choice, *overrides])
         except Exception:  # Hydra refused the key
             continue
         if not planned.problems:

@@ -222,10 +222,10 @@ def test_an_optimizer_setting_a_resume_would_ignore_is_refused(
     last = trained["run_dir"] / "checkpoints" / "last.ckpt"
     given = ["optimizer.lr=0.0003"]
     cfg = compose_config(tmp_path / "run", [*QUICK, f"ckpt_path={last}", *given])
-    with pytest.raises(module("cli.errors").UserError, match=r"would be ignored.*init_from="):
+    with pytest.raises(module("_errors").UserError, match=r"would be ignored.*init_from="):
         module("train").train(cfg, overrides=given)
     assert not (tmp_path / "run").exists()  # refused before the run directory
-    settings = module("checkpoints.run_settings")
+    settings = module("checkpoints._run_settings")
     checkpoint = torch.load(last, weights_only=True)
     stored_lr = checkpoint["hyper_parameters"]["optimizer"]["lr"]
     same = compose_config(tmp_path / "same", [f"optimizer.lr={stored_lr}"])
@@ -296,13 +296,13 @@ def test_a_callback_setting_a_resume_would_ignore_is_refused(
     given = [f"callbacks.early_stopping.patience={stored + 4}"]
     cfg = compose_config(tmp_path / "run", [*QUICK, f"ckpt_path={last}", *given])
     with pytest.raises(
-        module("cli.errors").UserError,
+        module("_errors").UserError,
         match=rf"patience={stored + 4} but .* restores its EarlyStopping state "
         rf"\(callbacks.early_stopping.patience={stored}\).*would be ignored.*init_from=",
     ):
         module("train").train(cfg, overrides=given)
     assert not (tmp_path / "run").exists()  # refused before the run directory
-    settings = module("checkpoints.run_settings")
+    settings = module("checkpoints._run_settings")
     same = [f"callbacks.early_stopping.patience={stored}"]  # the checkpoint's own value passes
     settings.refuse_ignored_callback_settings(checkpoint, same, str(last))
     settings.refuse_ignored_callback_settings({"callbacks": {}}, given, str(last))  # none stored

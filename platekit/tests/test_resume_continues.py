@@ -46,7 +46,7 @@ CASES = {
     "enable_model_summary": (
         ["trainer.enable_model_summary=true"], "trainer.enable_model_summary", True,
     ),
-    "scheduler": (["scheduler=step"], "scheduler._target_", "platekit.models._schedules.StepDecay"),
+    "scheduler": (["scheduler=step"], "scheduler._target_", "platekit.models.StepDecay"),
     "checkpoint_mode": (
         ["callbacks.model_checkpoint.mode=min"], "callbacks.model_checkpoint.mode", "min",
     ),
@@ -137,10 +137,10 @@ def test_text_in_a_checkpoints_record_never_becomes_config(
     checkpoint["run_settings"]["callbacks"]["early_stopping"]["mode"] = "${oc.env:SECRET_TOKEN}"
     crafted = tmp_path / "crafted.ckpt"
     torch.save(checkpoint, crafted)
-    settings = module("checkpoints.run_record")
+    settings = module("checkpoints._run_record")
     cfg = compose_config(tmp_path / "b", [*BASE, f"ckpt_path={crafted}"])
     caplog.set_level(logging.INFO)
-    checkpoint[module("checkpoints.integrity").SEALED] = True  # no rule is relaxed for ours
+    checkpoint[module("checkpoints._integrity").SEALED] = True  # no rule is relaxed for ours
     settings.keep_recorded_settings(cfg, checkpoint, set(), str(crafted))
     assert "trainer.gradient_clip_algorithm, callbacks.early_stopping.mode not plain" in (
         caplog.text

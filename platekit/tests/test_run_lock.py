@@ -19,7 +19,7 @@ from support import QUICK, cli_env, module, run_cli, start_cli
 # Holds the lock of argv[2] (as rank RANK, if set) until its stdin closes. argv: package, dir.
 HOLDER = """
 import importlib, pathlib, sys
-run_lock = importlib.import_module(sys.argv[1] + ".runtime.run_lock")
+run_lock = importlib.import_module(sys.argv[1] + ".training._run_lock")
 run_lock.hold_run_lock(pathlib.Path(sys.argv[2]))
 print("held", flush=True)
 sys.stdin.read()
@@ -42,9 +42,9 @@ def start_holder(run_dir: Path, **env: str) -> subprocess.Popen:
 def test_a_second_run_is_refused_naming_the_holder_until_the_holder_is_killed(
     tmp_path: Path,
 ) -> None:
-    run_lock = module("runtime.run_lock")
+    run_lock = module("training._run_lock")
     holder = start_holder(tmp_path)
-    with pytest.raises(module("cli.errors").UserError) as refused:
+    with pytest.raises(module("_errors").UserError) as refused:
         run_lock.hold_run_lock(tmp_path)
     message = str(refused.value)
     assert f"pid {holder.pid} on" in message
@@ -77,7 +77,7 @@ def test_other_ranks_of_a_run_share_rank_zeros_directory(tmp_path: Path) -> None
     ],
 )
 def test_global_rank_zero_is_known_at_start(env: dict[str, str], is_zero: bool) -> None:
-    assert module("runtime.run_lock").launched_as_global_zero(env) is is_zero
+    assert module("training._run_lock").launched_as_global_zero(env) is is_zero
 
 
 def dead_pid() -> int:
@@ -87,7 +87,7 @@ def dead_pid() -> int:
 
 
 def test_the_lock_holder_removes_temporaries_of_dead_writers_only(tmp_path: Path) -> None:
-    files = module("runtime.files")
+    files = module("_files")
     host = files.writer_tag().split("@")[1]
     (tmp_path / "checkpoints").mkdir()
     dead = tmp_path / "checkpoints" / f".last.ckpt.{dead_pid()}@{host}.k2j4x9a1.tmp"
@@ -96,7 +96,7 @@ def test_the_lock_holder_removes_temporaries_of_dead_writers_only(tmp_path: Path
     foreign = tmp_path / ".notes.tmp"
     for path in (dead, live, elsewhere, foreign):
         path.write_bytes(b"partial")
-    module("runtime.run_lock").hold_run_lock(tmp_path)
+    module("training._run_lock").hold_run_lock(tmp_path)
     assert not dead.exists()
     assert live.exists()
     assert elsewhere.exists()
@@ -104,7 +104,7 @@ def test_the_lock_holder_removes_temporaries_of_dead_writers_only(tmp_path: Path
 
 
 def test_write_atomic_names_its_temporary_after_its_writer(tmp_path: Path) -> None:
-    files = module("runtime.files")
+    files = module("_files")
     names: list[str] = []
 
     def write(tmp: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from support import PACKAGE, cli_env, module, run_cli
 
-clock = module("runtime.clock")
+clock = module("training._clock")
 
 
 def test_process_clock_counts_the_time_before_platekit_was_imported() -> None:
@@ -73,7 +73,7 @@ def test_with_a_component_setting_every_problem_is_still_listed_together(
 
 
 def test_only_the_projects_own_commands_are_checked_early() -> None:
-    early = module("cli.early")
+    early = module("config._early")
     argv = ["python", "-X", "importtime", "-m", "pkg.train", "-m", "seed=1,2"]
     assert early.launched_command("pkg", argv) == ("train", ["-m", "seed=1,2"])
     assert early.launched_command("pkg", ["python", "-m", "other.train"]) is None

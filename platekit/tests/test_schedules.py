@@ -13,9 +13,9 @@ from lightning import Callback, LightningModule, Trainer
 from support import CONFIG_DIR, QUICK, compose_config, module, project_module
 
 train = module("train")
-build_model = module("models.build").build_model
+build_model = module("models._build").build_model
 DigitsDataModule = project_module("data").DigitsDataModule
-UserError = module("cli.errors").UserError
+UserError = module("_errors").UserError
 
 OPTIMIZERS = sorted(p.stem for p in (CONFIG_DIR / "optimizer").glob("*.yaml"))
 SCHEDULERS = sorted(p.stem for p in (CONFIG_DIR / "scheduler").glob("*.yaml"))
@@ -84,7 +84,7 @@ def test_every_optimizer_and_scheduler_preset_steps(
 
 
 def test_warmup_lr_at_step_k_follows_the_formula() -> None:
-    schedules = module("models.schedules")
+    schedules = module("models._schedules")
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=BASE_LR)
     schedule = schedules.Cosine(opt, total_steps=10, warmup_steps=4)
     for step in range(10):

@@ -279,10 +279,12 @@ def test_serve_takes_a_list_per_row(plain_run: dict[str, Any]) -> None:
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    bodies = module("serving.bodies")
-    runner = module("models.onnx_runner").OnnxRunner(plain_run["model"])
+    bodies = module("commands._serving_bodies")
+    runner = module("models._onnx_runner").OnnxRunner(plain_run["model"])
     limits = bodies.Limits(max_body_bytes=1 << 20, max_image_pixels=1 << 20)
-    client = TestClient(module("serving.app").build_app(runner, plain_run["model"], limits, 64))
+    client = TestClient(
+        module("commands._serving_app").build_app(runner, plain_run["model"], limits, 64)
+    )
     assert client.get("/metadata").json()["varying_axes"] == {"0": 40}
     headers = {"content-type": "application/json"}
     answer = client.post("/predict", content="[[1, 2, 3, 4, 5], [9, 10, 11]]", headers=headers)
@@ -343,7 +345,7 @@ def test_vector_steps_with_no_limit_pad_to_the_longest_and_export_a_free_length(
     export_onnx(model, torch.from_numpy(raw[:2]), tmp_path / "walks.onnx", 18, info)
     module("export").free_varying_axes(tmp_path / "walks.onnx", info)
     module("export").label_model(tmp_path / "walks.onnx", info, tmp_path / "none.ckpt")
-    runner = module("models.onnx_runner").OnnxRunner(tmp_path / "walks.onnx")
+    runner = module("models._onnx_runner").OnnxRunner(tmp_path / "walks.onnx")
     assert runner.session.get_inputs()[0].shape == ["batch", "length", 3]
     longer = from_json([np.cumsum(np.ones((45, 3)), axis=0).tolist()], runner.info, "x")
     assert longer.shape == (1, 45, 3)  # longer than any training walk: no limit declared

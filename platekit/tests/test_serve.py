@@ -32,7 +32,7 @@ if not (CONFIG_DIR / "serve.yaml").is_file():
 
 predict = module("predict")
 serve = module("serve")
-UserError = module("cli.errors").UserError
+UserError = module("_errors").UserError
 
 # Small enough to test the limit with bodies that fit the loopback socket's buffers.
 LIMIT = 200_000

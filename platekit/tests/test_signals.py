@@ -145,7 +145,7 @@ def test_sigkill_loses_at_most_the_steps_since_the_last_checkpoint(
     losses, _, _ = signal_training(tmp_path, signal.SIGKILL, timeout=60)
     killed_at = len(losses.read_text().splitlines())
     path = the_run_dir(tmp_path) / "checkpoints" / "last.ckpt"
-    checkpoint = module("checkpoints.io").load_checkpoint(path)
+    checkpoint = module("checkpoints._io").load_checkpoint(path)
     assert killed_at - EVERY <= checkpoint["global_step"] <= killed_at
 
     resume_and_compare(tmp_path, losses, reference)
@@ -154,7 +154,7 @@ def test_sigkill_loses_at_most_the_steps_since_the_last_checkpoint(
 # Saves a 400 MB checkpoint: long enough to be killed mid-write. argv: package, path.
 KILLED_WRITER = """
 import importlib, sys, torch
-io = importlib.import_module(sys.argv[1] + ".checkpoints.io").SafeCheckpointIO()
+io = importlib.import_module(sys.argv[1] + ".checkpoints._io").SafeCheckpointIO()
 io.save_checkpoint(dict(state_dict=dict(w=torch.zeros(100_000_000))), sys.argv[2])
 """
 
@@ -205,7 +205,7 @@ def test_a_second_ctrl_c_stops_at_once_leaving_whole_files(
     assert "Traceback" not in output
     stopped_at = len(losses.read_text().splitlines())
     run_dir = the_run_dir(tmp_path)
-    checkpoint = module("checkpoints.io").load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    checkpoint = module("checkpoints._io").load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
     assert stopped_at - EVERY <= checkpoint["global_step"] <= stopped_at
 
     resume_and_compare(tmp_path, losses, reference)
@@ -313,7 +313,7 @@ def test_kill_mid_write_leaves_the_previous_checkpoint_intact(tmp_path: Path) ->
     # The next run in the directory removes the dead writer's temporary, not a live one's.
     [stale] = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert stale.name.startswith(f".last.ckpt.{process.pid}@")
-    live = tmp_path / f".other.ckpt.{module('runtime.files').writer_tag()}.abcdefgh.tmp"
+    live = tmp_path / f".other.ckpt.{module('_files').writer_tag()}.abcdefgh.tmp"
     live.write_bytes(b"being written")
     result = run_cli("train", "debug=fast_dev_run", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

@@ -85,11 +85,11 @@ def test_the_job_script_asks_for_a_signal_before_the_limit_and_may_be_requeued()
     text = (ROOT / "scripts" / "slurm.sbatch").read_text()
     assert "#SBATCH --signal=USR1@120\n" in text
     assert "#SBATCH --requeue\n" in text
-    assert module("runtime.slurm").REQUEUE_SIGNAL == signal.SIGUSR1
+    assert module("training._slurm").REQUEUE_SIGNAL == signal.SIGUSR1
 
 
 def test_under_slurm_lightnings_own_auto_requeue_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    slurm = module("runtime.slurm")
+    slurm = module("training._slurm")
     for name in [n for n in os.environ if n.startswith("SLURM_")]:
         monkeypatch.delenv(name)
     assert slurm.cluster_plugins() == []
@@ -108,7 +108,7 @@ def test_without_the_requeue_signal_nothing_is_requeued(
 ) -> None:
     for name, value in fake_slurm(tmp_path).items():
         monkeypatch.setenv(name, value)
-    slurm = module("runtime.slurm")
+    slurm = module("training._slurm")
     slurm.arm_requeue()
     signal.signal(slurm.REQUEUE_SIGNAL, signal.SIG_DFL)
     assert slurm.requeue_if_asked() is False  # a SIGTERM (scancel) alone: no requeue

@@ -28,7 +28,7 @@ from support import (
     run_cli,
 )
 
-UserError = module("cli.errors").UserError
+UserError = module("_errors").UserError
 # Two short epochs of a few batches per trial.
 TINY = [*QUICK, "debug=limit", "trainer.max_epochs=2"]
 # Heartbeats fast enough that a killed worker's trial is found lost within seconds.
@@ -89,7 +89,7 @@ def running_trial(root: Path, timeout: float = 240) -> Any:
 
 
 def test_search_space_reads_hydra_ranges() -> None:
-    space = module("sweeps.space")
+    space = module("sweeps._space")
     params = space.parse_space({
         "optimizer.lr": "tag(log, interval(0.0003, 0.01))",
         "model.net.dropout": "interval(0.0, 0.3)",
@@ -137,7 +137,7 @@ def test_mistakes_stop_the_sweep_with_one_line_before_any_trial(tmp_path: Path) 
 
 
 def test_bad_storage_is_one_line() -> None:
-    storage = module("sweeps.storage")
+    storage = module("sweeps._storage")
     with pytest.raises(UserError, match=r"^sweep\.storage=ftp:x is not a storage; use sqlite"):
         storage.open_storage("ftp:x", Path("."), create=True)
     assert storage.describe("postgresql://me:secret@db/x", Path(".")) == "postgresql://db/x"
@@ -149,7 +149,7 @@ def test_pruning_callback_stops_the_run_cleanly(tmp_path: Path) -> None:
         direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=1.01)
     )
     trial = study.ask()
-    pruning = module("sweeps.pruning").PruneBadTrials(trial, "val/acc")
+    pruning = module("sweeps._pruning").PruneBadTrials(trial, "val/acc")
     cfg = compose_config(tmp_path, [*TINY, "trainer.max_epochs=3"])
     metrics = module("train").train(cfg, callbacks=[pruning])
     assert pruning.pruned_epoch == 0

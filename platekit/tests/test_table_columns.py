@@ -19,11 +19,11 @@ import pytest
 
 from support import QUICK, compose_config, module, run_cli
 
-UserError = module("cli.errors").UserError
-CsvDataModule = module("data.csv").CsvDataModule
-columns = module("data.columns")
-encoding = module("data.encoding")
-cells = module("data.cells")
+UserError = module("_errors").UserError
+CsvDataModule = module("data._csv").CsvDataModule
+columns = module("data._columns")
+encoding = module("data._encoding")
+cells = module("data._cells")
 
 TRICKY = [
     "1", "-2.5", "+1", ".5", "5.", "1e5", "1E+05", "00012", "1e400", "1e-400", "inf", "-inf",

@@ -22,8 +22,8 @@ from test_tables import readme_lines
 
 from support import QUICK, compose_config, module
 
-UserError = module("cli.errors").UserError
-CsvDataModule = module("data.csv").CsvDataModule
+UserError = module("_errors").UserError
+CsvDataModule = module("data._csv").CsvDataModule
 HEADER = "price,day,member,city,const,label"
 
 
@@ -161,10 +161,10 @@ def test_the_same_rows_read_alike_by_train_predict_serve_and_the_readme_lines(
             )
             inputs[name, str(backend)] = [round(r["probability"], 5) for r in rows]
     assert len(set(map(tuple, inputs.values()))) == 1, inputs  # one answer, four ways
-    info = module("models.onnx_runner").OnnxRunner(model).info
-    served, _ = module("serving.bodies").decode(
+    info = module("models._onnx_runner").OnnxRunner(model).info
+    served, _ = module("commands._serving_bodies").decode(
         (tmp_path / "respelled.csv").read_bytes(), "text/csv", info,
-        module("serving.bodies").Limits(2**20, 2**20), invert=False,
+        module("commands._serving_bodies").Limits(2**20, 2**20), invert=False,
     )  # fmt: skip
     datamodule = setup(path)  # train's own encoding of the six rows
     np.testing.assert_array_equal(served, datamodule.rows.inputs[:6].numpy())

@@ -13,11 +13,11 @@ import torch
 
 from support import QUICK, ROOT, compose_config, module
 
-UserError = module("cli.errors").UserError
-csv_data = module("data.csv")
-encoding = module("data.encoding")
+UserError = module("_errors").UserError
+csv_data = module("data._csv")
+encoding = module("data._encoding")
 CsvDataModule = csv_data.CsvDataModule
-DataInfo = module("data.info").DataInfo
+DataInfo = module("data._info").DataInfo
 
 
 def table(path: Path, header: str, rows: list[str]) -> Path:
@@ -91,7 +91,7 @@ def test_a_raw_row_encodes_as_in_training_unseen_values_and_gaps_included(
 ) -> None:
     path = table(tmp_path / "t.csv", "age,city,plan,score,label", mixed_rows())
     info = setup(path).info
-    inputs = module("data.inputs")
+    inputs = module("data._inputs")
     header = ["score", "plan", "city", "age", "extra"]  # any order, other columns ignored
     rows = [["1.5", "pro", "Oslo", "", "x"], ["NA", "", "Lyon", "33", "y"]]
     with caplog.at_level(logging.WARNING):
@@ -115,7 +115,7 @@ def test_a_raw_row_encodes_as_in_training_unseen_values_and_gaps_included(
 def test_a_json_file_of_rows_reads_as_the_csv_of_the_same_rows(tmp_path: Path) -> None:
     """predict takes a .json of ``{column: value}`` rows, as serve takes the same body."""
     info = setup(table(tmp_path / "t.csv", "age,city,plan,score,label", mixed_rows())).info
-    inputs = module("data.inputs")
+    inputs = module("data._inputs")
     rows = table(tmp_path / "rows.csv", "age,city,plan,score", ["33,Lyon,pro,1.5", ",Nice,,"])
     expected = inputs.read_inputs([rows], info)[0]
     records = '[{"age": 33, "city": "Lyon", "plan": "pro", "score": 1.5}, {"city": "Nice"}]'
@@ -155,7 +155,7 @@ def test_an_unnamed_or_twice_named_column_is_refused_not_guessed(tmp_path: Path)
         setup(path)
     info = setup(path, features=["y"]).info
     assert info.feature_names == ("y",)
-    inputs = module("data.inputs")
+    inputs = module("data._inputs")
     with pytest.raises(UserError, match=r"two columns named 'y' \(columns 1 and 2\)"):
         inputs.table_array(["y", "y"], [["1", "2"]], info, "rows")
     np.testing.assert_array_equal(  # a name the model does not read may repeat
@@ -166,7 +166,7 @@ def test_an_unnamed_or_twice_named_column_is_refused_not_guessed(tmp_path: Path)
 def test_a_checkpoint_refuses_a_table_that_no_longer_reads_as_its_own(tmp_path: Path) -> None:
     """eval and export rebuild the data from the file: another table behind the path (a
     category renamed, a class added) would shift the one-hot columns or the class indices."""
-    check_same_data = module("checkpoints.restore").check_same_data
+    check_same_data = module("checkpoints._restore").check_same_data
     rows = mixed_rows()
     info = setup(table(tmp_path / "t.csv", "age,city,plan,score,label", rows)).info
     same = setup(table(tmp_path / "moved.csv", "age,city,plan,score,label", rows))
@@ -188,7 +188,7 @@ def test_a_checkpoint_refuses_a_table_that_no_longer_reads_as_its_own(tmp_path: 
 def test_a_table_not_in_utf8_names_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "latin1.csv"
     path.write_bytes("x,ville,label\n1,Orl\xe9ans,a\n".encode("latin-1"))
-    read_table = module("data.tables").read_table
+    read_table = module("data._tables").read_table
     with pytest.raises(
         UserError, match=r"is not UTF-8 text \(it holds byte 0xe9: .*save it as UTF-8"
     ):
@@ -252,7 +252,7 @@ def test_bare_onnxruntime_with_the_readme_lines_gives_predicts_answers(
     monkeypatch.chdir(tmp_path / "export")  # the README's lines open "model.onnx"
     exec(compile(readme_lines(), "README.md", "exec"), scope)
     _, probabilities = scope["outputs"]
-    assert scope["GAPS"] == module("data.tables").MISSING  # the README's gaps are training's
+    assert scope["GAPS"] == module("data._tables").MISSING  # the README's gaps are training's
 
     def cell(value: Any) -> str:
         return (

@@ -12,11 +12,11 @@ import torch
 from support import CONFIG_DIR, PACKAGE, QUICK, ROOT, compose_config, module, read_json, run_cli
 
 train = module("train")
-UserError = module("cli.errors").UserError
-keep_run_settings = module("checkpoints.run_settings").keep_run_settings
+UserError = module("_errors").UserError
+keep_run_settings = module("checkpoints._run_settings").keep_run_settings
 KIT = Path(module("models").__file__).parents[1]  # platekit's source
 SOURCES = [KIT, ROOT / "src" / PACKAGE]  # the kit's and the project's code
-DECLARATION = KIT / "models" / "tasks.py"
+DECLARATION = KIT / "models" / "_tasks.py"
 # A metric name as code or config writes it: 'val/acc', "train/loss", monitor: val/rmse
 METRIC_NAME = re.compile(
     r"""(?:["'\s:]|^)(?:train|val|test)/(?!(?:train|val|test)\b)[a-z_0-9]+""", re.MULTILINE
@@ -54,7 +54,7 @@ def test_no_metric_name_is_spelled_outside_the_task_declaration() -> None:
 
 def test_callbacks_follow_the_task_monitor(tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, QUICK)
-    trainer = module("runtime.run").build_trainer(cfg, task=module("models").Regression())
+    trainer = module("training._trainer").build_trainer(cfg, task=module("models").Regression())
     picked = {
         type(c).__name__: (c.monitor, c.mode) for c in trainer.callbacks if hasattr(c, "mode")
     }
@@ -79,7 +79,7 @@ def test_the_task_monitor_setting_moves_checkpointing_and_early_stopping(tmp_pat
 
 
 def test_moved_keys_get_a_hint_naming_the_new_key() -> None:
-    hints = module("cli.typos").nearest_names(
+    hints = module("config._typos").nearest_names(
         CONFIG_DIR, "train", ["model.optimizer.lr=0.1", "model.scheduler.T_max=3"]
     )
     assert hints[0].startswith("key 'model.optimizer.lr' has moved to 'optimizer.lr'")
@@ -241,7 +241,7 @@ def test_class_weights_weigh_the_loss_as_computed_by_hand() -> None:
 
 def test_balanced_class_weights_come_from_the_train_split(tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, [*SHORT, "model.task.class_weights=balanced"])
-    datamodule, model, _ = module("runtime.run").build_parts(cfg)
+    datamodule, model, _ = module("training._trainer").build_parts(cfg)
     targets = datamodule.targets("train")
     counts = torch.bincount(targets, minlength=10).tolist()
     assert len(set(counts)) > 1  # digits' classes are not all the same size

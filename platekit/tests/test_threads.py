@@ -9,8 +9,8 @@ import torch
 
 from support import module
 
-threads = module("runtime.threads")
-UserError = module("cli.errors").UserError
+threads = module("config._threads")
+UserError = module("_errors").UserError
 
 
 def test_a_number_is_used_as_given() -> None:

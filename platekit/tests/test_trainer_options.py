@@ -11,9 +11,9 @@ from lightning import LightningModule
 
 from support import QUICK, compose_config, module, read_json
 
-precision = module("runtime.precision")
-run = module("runtime.run")
-UserError = module("cli.errors").UserError
+precision = module("config._precision")
+run = module("training._trainer")
+UserError = module("_errors").UserError
 TaskModule = module("models").TaskModule
 DIGITS_TASK = module("models").Classification(num_classes=10)
 
@@ -140,7 +140,7 @@ def test_compile_trains_and_its_checkpoint_loads_uncompiled(tmp_path: Path) -> N
     )
     metrics = train.train(cfg)
     assert metrics["test"]["test/acc"] > 0.3  # one epoch: well above chance (0.1)
-    checkpoint = module("checkpoints.io").load_checkpoint(metrics["best_checkpoint"])
+    checkpoint = module("checkpoints._io").load_checkpoint(metrics["best_checkpoint"])
     assert not any("_orig_mod" in key for key in checkpoint["state_dict"])
     assert "compile" not in checkpoint["hyper_parameters"]  # how it ran, not what it is
     model = TaskModule(**checkpoint["hyper_parameters"])  # not compiled

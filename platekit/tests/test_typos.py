@@ -6,7 +6,7 @@ import pytest
 
 from support import CONFIG_DIR, module, run_cli
 
-typos = module("cli.typos")
+typos = module("config._typos")
 
 
 def test_nearest_key_and_option_are_named() -> None:

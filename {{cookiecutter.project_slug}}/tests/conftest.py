@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import torch
-
 from platekit.testing import QUICK, compose_config, loss_logging, project_module
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,6 @@ import pytest
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-
 from platekit import UserError
 from platekit.models import build_model
 from platekit.testing import build_datamodule, compose_config, config_options, data_fixture

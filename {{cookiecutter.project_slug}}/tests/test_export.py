@@ -6,7 +6,6 @@ from typing import Any
 import numpy as np
 import onnxruntime
 import torch
-
 from platekit.models import TaskModule
 from platekit.testing import project_module, read_json
 

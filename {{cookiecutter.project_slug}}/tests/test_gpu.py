@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
 from platekit.checkpoints import Checkpoint
 from platekit.data import ImageFolderDataModule
 from platekit.models import from_checkpoint

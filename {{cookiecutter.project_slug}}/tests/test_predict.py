@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
-
 from platekit.testing import (
     predict_rows,
     raw_test_split,

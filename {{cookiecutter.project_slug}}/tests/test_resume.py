@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import torch
-
 from platekit.testing import (
     CrashError,
     crash_after,

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 import torch
-
 from platekit.testing import QUICK, compose_config, project_module, read_json, run_cli
 
 

@@ -126,6 +126,11 @@ class Registry:
                     f"that class, name it exactly in trusted_classes=[module.Class]"
                 )
             module, qualname = located
+            if qualname in baseless_classes(module):  # no base: no slot's class, unimported
+                raise UserError(
+                    f"{slot}{place} names '{name}', which is not a {slot_base(slot).__name__} "
+                    f"class (it derives from nothing); refused without importing it"
+                )
         found = vars(importlib.import_module(module)).get(qualname)
         base = slot_base(slot)
         if not (
@@ -229,7 +234,7 @@ def moved(name: str, package: str) -> str:
     prefix = f"{package}."
     if not name.startswith(prefix) or locate(name, (package,)) is not None:
         return name
-    candidate = f"{KIT}.{name.removeprefix(prefix)}"
+    candidate = moved_in_platekit(f"{KIT}.{name.removeprefix(prefix)}")
     return candidate if locate(candidate, (KIT,)) is not None else name
 
 
@@ -237,7 +242,7 @@ def moved_in_platekit(name: str) -> str:
     """An 0.1/0.2 class path (``platekit.models.schedules.Cosine``) as the package that holds
     its class now (``platekit.models.Cosine``), where the old module is gone; else ``name``."""
     parts = name.split(".")
-    if len(parts) < 4 or parts[0] != KIT or parts[1] not in MOVED_PACKAGES:
+    if len(parts) < 3 or parts[0] != KIT or parts[1] not in MOVED_PACKAGES:
         return name
     if any(part.startswith("_") for part in parts) or locate(name, (KIT,)) is not None:
         return name
@@ -319,6 +324,25 @@ def root_folder(root: str) -> Path | None:
     if not origin or not origin.endswith("__init__.py"):
         return None
     return Path(origin).parent
+
+
+BASELESS_LINE = re.compile(r"^class\s+([A-Za-z_]\w*)\s*(?:\(\s*\))?\s*:", re.MULTILINE)
+
+
+def baseless_classes(module: str) -> frozenset[str]:
+    """The top-level classes of ``module``'s source that name no base (``class X:``), read
+    without importing it: none of them can be of a slot's base class."""
+    root, *parts = module.split(".")
+    folder = root_folder(root)
+    if folder is None:
+        return frozenset()
+    file = folder.joinpath(*parts)
+    source = file / "__init__.py" if file.is_dir() else file.with_suffix(".py")
+    try:
+        text = source.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    return frozenset(BASELESS_LINE.findall(text))
 
 
 CLASS_LINE = re.compile(r"^class\s+([A-Za-z_]\w*)\s*[(:]", re.MULTILINE)

@@ -10,7 +10,6 @@ The checkpoint names its data module and settings; ``data.<setting>=`` overrides
 from typing import Any
 
 from omegaconf import DictConfig
-
 from platekit.commands import command
 from platekit.training import (
     build_tester,

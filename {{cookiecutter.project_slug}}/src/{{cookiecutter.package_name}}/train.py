@@ -12,7 +12,6 @@ from typing import Any
 
 from lightning import Callback
 from omegaconf import DictConfig
-
 from platekit.commands import command
 from platekit.training import TrainRun, build_parts, score
 

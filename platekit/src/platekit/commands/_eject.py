@@ -3,21 +3,22 @@
 ``platekit eject <name>``, run anywhere inside a baked project, for when a team must change
 a command's body or a component its configs name (a schedule, a data module, a callback)::
 
-    platekit eject commands.export          # a module of platekit
+    platekit eject commands.export          # a module of platekit (its private _export.py)
     platekit eject models.schedules
     platekit eject CsvDataModule            # or a class: the module defining it
-    platekit eject platekit.models._schedules.Cosine
+    platekit eject platekit.models.Cosine
 
 It writes:
 
-- ``src/<package>/<same path>.py``: the module, with its relative imports made absolute
-  (``from ..cli.errors import UserError`` -> ``from platekit._errors import UserError``),
-  so the copy still uses the rest of platekit; ``__init__.py`` files where folders are new;
+- ``src/<package>/<same path, no underscores>.py`` (``models/schedules.py``): the module, its
+  imports of platekit by public name where platekit exports that name
+  (``from platekit._errors import UserError`` -> ``from platekit import UserError``), so the
+  copy still uses the rest of platekit; ``__init__.py`` files where folders are new;
 - every ``_target_`` in ``configs/**/*.yaml`` that names a class of that module
-  (``platekit.models._schedules.Cosine``, or by its package, ``platekit.data.CsvDataModule``)
-  now names the copy's class (``<package>.models.schedules.Cosine``);
-- every import of that module in ``src/<package>/`` (a command's file, ``export.py``:
-  ``from platekit.commands._export import export``) now imports the copy, relatively.
+  (``platekit.models.Cosine``) now names the copy's class (``<package>.models.schedules.Cosine``);
+- every import of a name of that module in ``src/<package>/`` (a command's file,
+  ``export.py``: ``from platekit.commands import command, export``) now imports the copy's,
+  relatively (``from .commands.export import export``).
 
 The registry takes classes of the project's package as it takes platekit's, so checkpoints
 written with the copy load with it. The rest of platekit keeps using its own module (eject
@@ -33,7 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +42,6 @@ from platekit._errors import UserError
 from platekit._registry import KIT, locate, root_folder, top_level_classes
 
 TARGET = re.compile(r"""(_target_:\s*["']?)([A-Za-z_][\w.]*)""")
-FROM_IMPORT = re.compile(r"from\s+(\.+)([\w.]*)(\s+import\b)")
 EXAMPLES = "commands.export, models.schedules, data.csv or a class such as CsvDataModule"
 
 
@@ -93,16 +93,20 @@ def kit_folder() -> Path:
 
 
 def find_module(name: str) -> str:
-    """The module of platekit (``models.schedules``) ``name`` is or defines a class of."""
+    """The module of platekit (``models._schedules``) ``name`` (``models.schedules``, a class)
+    is or defines a class of."""
     dotted = name.removeprefix(f"{KIT}.")
     if not re.fullmatch(r"[A-Za-z]\w*(\.[A-Za-z]\w*)*", dotted):
         raise UserError(f"'{name}' is not a module or class name; eject e.g. {EXAMPLES}")
     folder = kit_folder()
+    package, _, last = dotted.rpartition(".")
+    for candidate in (dotted, f"{package}._{last}" if package else f"_{last}"):
+        if folder.joinpath(*candidate.split(".")).with_suffix(".py").is_file():
+            return candidate
     path = folder.joinpath(*dotted.split("."))
-    if path.with_suffix(".py").is_file():
-        return dotted
     if path.is_dir():
-        inside = sorted(f"{dotted}.{file.stem}" for file in path.glob("[!_]*.py"))
+        inside = sorted(public(f"{dotted}.{file.stem}") for file in path.glob("*.py"))
+        inside = [module for module in inside if not module.endswith("__init__")]
         raise UserError(
             f"{KIT}.{dotted} is a package; eject one of its modules: {', '.join(inside)}"
         )
@@ -123,12 +127,38 @@ def find_module(name: str) -> str:
 
 
 def modules(folder: Path) -> list[str]:
-    """The public modules of platekit, dotted (``models.schedules``), sorted."""
+    """The modules of platekit, dotted (``models._schedules``), sorted."""
     found = []
     for file in sorted(folder.rglob("*.py")):
         parts = file.relative_to(folder).with_suffix("").parts
-        if "__pycache__" not in parts and not any(part.startswith("_") for part in parts):
+        if "__pycache__" not in parts and parts[-1] not in ("__init__", "__main__"):
             found.append(".".join(parts))
+    return found
+
+
+def public(module: str) -> str:
+    """``models._schedules`` as the project's copy names it: ``models.schedules``."""
+    return ".".join(part.lstrip("_") for part in module.split("."))
+
+
+# platekit's public packages: what their __init__ files export is its public API.
+PUBLIC_PACKAGES = (
+    KIT, f"{KIT}.config", f"{KIT}.data", f"{KIT}.checkpoints", f"{KIT}.models",
+    f"{KIT}.training", f"{KIT}.commands", f"{KIT}.settings",
+)  # fmt: skip
+
+
+def public_names() -> dict[tuple[str, str], str]:
+    """``{(defining module, name): public package}`` of every name platekit exports."""
+    import importlib
+
+    found: dict[tuple[str, str], str] = {}
+    for package in reversed(PUBLIC_PACKAGES):  # the shortest path wins: platekit.UserError
+        loaded = importlib.import_module(package)
+        for name in getattr(loaded, "__all__", ()):
+            defining = getattr(getattr(loaded, name), "__module__", None)
+            if defining is not None:
+                found[(defining, name)] = package
     return found
 
 
@@ -140,7 +170,7 @@ def plan(name: str, start: Path) -> list[Change]:
     """The files ejecting ``name`` writes, from the project around ``start``; nothing written."""
     project = find_project(start.resolve())
     module = find_module(name)
-    copy = project.source.joinpath(*module.split(".")).with_suffix(".py")
+    copy = project.source.joinpath(*public(module).split(".")).with_suffix(".py")
     shown = copy.relative_to(project.root)
     if copy.exists():
         raise UserError(
@@ -148,8 +178,11 @@ def plan(name: str, start: Path) -> list[Change]:
             "its own); remove or rename it to eject again"
         )
     source = kit_folder().joinpath(*module.split(".")).with_suffix(".py").read_text()
-    ours = f"{project.package}.{module}"
-    changes = [Change(copy, copied(source, f"{KIT}.{module}"), f"{KIT}.{module} -> {shown}")]
+    ours = f"{project.package}.{public(module)}"
+    exported = public_names()
+    changes = [
+        Change(copy, copied(source, f"{KIT}.{module}", exported), f"{KIT}.{module} -> {shown}")
+    ]
     changes += [
         Change(init, f'"""{package_doc(init, project)}"""\n', f"new package {folder_name}")
         for init, folder_name in new_packages(copy, project)
@@ -165,7 +198,7 @@ def plan(name: str, start: Path) -> list[Change]:
             continue
         text = path.read_text()
         importer = ".".join(path.relative_to(project.root / "src").with_suffix("").parts)
-        rewritten = reimported(text, f"{KIT}.{module}", ours, importer)
+        rewritten = reimported(text, f"{KIT}.{module}", ours, importer, exported)
         if rewritten != text:
             note = f"{path.relative_to(project.root)}: imports {ours} now"
             changes.append(Change(path, rewritten, note))
@@ -202,27 +235,62 @@ def tidy(files: list[Path], copy: Path) -> str:
     return f"imports sorted and {copy.name} formatted with {Path(ruff).name}"
 
 
-def copied(source: str, module: str) -> str:
-    """``source`` of ``module`` with its relative imports absolute, and where it came from."""
+def copied(source: str, module: str, exported: dict[tuple[str, str], str]) -> str:
+    """``source`` of ``module``, its imports of platekit by public name where it has one, and
+    where it came from."""
     from platekit import __version__
 
     package = module.rpartition(".")[0]
-    lines = source.splitlines(keepends=True)
-    for number in relative_import_lines(source):
-        lines[number] = FROM_IMPORT.sub(
-            lambda m: f"from {absolute(package, m.group(1), m.group(2))}{m.group(3)}",
-            lines[number],
-            count=1,
-        )
     header = f"# Ejected from {module} ({KIT} {__version__}): this copy is the project's own.\n"
-    return header + "".join(lines)
+    return header + rewrite_imports(source, package, lambda _, name: None, exported)
 
 
-def relative_import_lines(source: str) -> Iterator[int]:
-    """The (0-based) first lines of the ``from .x import y`` statements of ``source``."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.level > 0:
-            yield node.lineno - 1
+ImportTarget = Callable[[str, str], str | None]
+
+
+def rewrite_imports(
+    source: str, package: str, redirect: ImportTarget, exported: dict[tuple[str, str], str]
+) -> str:
+    """``source`` with each ``from platekit... import`` (relative ones made absolute) split by
+    name: to ``redirect(module, name)`` where it gives a module, else to the public package
+    that exports the name, else kept. Statements importing nothing of platekit stay as they
+    are, comments and all."""
+    lines = source.splitlines(keepends=True)
+    statements = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+        and (node.level > 0 or (node.module or "").split(".")[0] == KIT)
+    ]
+    for node in sorted(statements, key=lambda node: -node.lineno):
+        base = absolute(package, "." * node.level, node.module or "") if node.level else node.module
+        assert base is not None
+        grouped: dict[str, list[str]] = {}
+        for alias in node.names:
+            source_module = f"{base}.{alias.name}" if base in PUBLIC_PACKAGES else base
+            defining = getattr_module(base, alias.name) or source_module
+            target = redirect(defining, alias.name) or exported.get((defining, alias.name), base)
+            grouped.setdefault(target, []).append(
+                alias.name + (f" as {alias.asname}" if alias.asname else "")
+            )
+        start, end = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        indent = lines[start][: node.col_offset]
+        tail = lines[end][node.end_col_offset :]
+        text = [
+            f"{indent}from {target} import {', '.join(names)}" for target, names in grouped.items()
+        ]
+        lines[start : end + 1] = ["\n".join(text) + (tail if tail.strip() else "\n")]
+    return "".join(lines)
+
+
+def getattr_module(base: str, name: str) -> str | None:
+    """The module defining ``name`` as ``base`` (a public package) hands it on, if it does."""
+    if base not in PUBLIC_PACKAGES:
+        return None
+    import importlib
+
+    value = getattr(importlib.import_module(base), name, None)
+    return getattr(value, "__module__", None)
 
 
 def absolute(package: str, dots: str, name: str) -> str:
@@ -245,10 +313,20 @@ def retargeted(text: str, module: str, ours: str) -> str:
     return TARGET.sub(rename, text)
 
 
-def reimported(text: str, module: str, ours: str, importer: str) -> str:
-    """``text`` (a module named ``importer``) importing ``ours`` where it imported ``module``."""
-    statement = re.compile(rf"^(\s*)from\s+{re.escape(module)}(\s+import\b)", re.MULTILINE)
-    return statement.sub(lambda m: f"{m.group(1)}from {relative(importer, ours)}{m.group(2)}", text)
+def reimported(
+    text: str, module: str, ours: str, importer: str, exported: dict[tuple[str, str], str]
+) -> str:
+    """``text`` (a module named ``importer``) importing from ``ours`` each name it imported
+    from ``module``, directly or through a public package (``platekit.commands.export``)."""
+    if module not in text and not any(
+        defining == module and package in text for (defining, _), package in exported.items()
+    ):
+        return text
+    here = relative(importer, ours)
+    package = importer.rpartition(".")[0]
+    return rewrite_imports(
+        text, package, lambda defining, _: here if defining == module else None, exported
+    )
 
 
 def relative(importer: str, target: str) -> str:

@@ -63,7 +63,6 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
                 fresh.discard(Path(HydraConfig.get().runtime.output_dir))
             sys.exit(1)
 
-        @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)
         @functools.wraps(task)
         def main(cfg: DictConfig) -> Any:
             quiet_third_party()
@@ -75,6 +74,10 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
                 if os.environ.get(DEBUG_ENV):
                     raise
                 refuse(worker_message(str(error)))
+
+        hydra_main: Callable[[], Any] = hydra.main(
+            version_base="1.3", config_path=str(config_dir()), config_name=config_name
+        )(main)
 
         @functools.wraps(task)
         def main_with_hints() -> None:
@@ -97,7 +100,7 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
             fresh.note(planned.run_dir)
             sys.argv[1:] = planned.command_line(sys.argv[1:])  # declared keys files leave out
             try:
-                main()
+                hydra_main()
             except SystemExit as stop:
                 if stop.code not in (0, None):
                     print_hints(config_name, sys.argv[1:])

@@ -1,39 +1,49 @@
 """Training: the pieces a project's ``train.py`` puts around ``trainer.fit`` and
 ``trainer.test`` (checks, resume point, threads, seed, the trainer, reports), and the
-callbacks and logger the shipped configs name."""
+callbacks and logger the shipped configs name.
 
-from platekit.training._checkpointing import PreemptibleCheckpoint
-from platekit.training._csv_logger import ResumableCSVLogger
-from platekit.training._exact_resume import ExactResume
-from platekit.training._finite_loss import FiniteLoss
-from platekit.training._progress import ProgressDisplay
-from platekit.training._recipe import (
-    TrainRun,
-    build_parts,
-    build_tester,
-    build_trainer,
-    data_overrides,
-    open_checkpoint,
-    prepare_run,
-    report_test,
-    score,
-)
-from platekit.training._run_start import RunStart
+Names are imported on first use: a command that needs one light module of this layer (the
+run lock, the signals) does not import torch and Lightning through this file.
+"""
 
-__all__ = [
-    "ExactResume",
-    "FiniteLoss",
-    "PreemptibleCheckpoint",
-    "ProgressDisplay",
-    "ResumableCSVLogger",
-    "RunStart",
-    "TrainRun",
-    "build_parts",
-    "build_tester",
-    "build_trainer",
-    "data_overrides",
-    "open_checkpoint",
-    "prepare_run",
-    "report_test",
-    "score",
-]
+from typing import TYPE_CHECKING
+
+from platekit._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names as a type checker sees them, imported eagerly
+    from platekit.training._checkpointing import PreemptibleCheckpoint as PreemptibleCheckpoint
+    from platekit.training._csv_logger import ResumableCSVLogger as ResumableCSVLogger
+    from platekit.training._exact_resume import ExactResume as ExactResume
+    from platekit.training._finite_loss import FiniteLoss as FiniteLoss
+    from platekit.training._progress import ProgressDisplay as ProgressDisplay
+    from platekit.training._recipe import TrainRun as TrainRun
+    from platekit.training._recipe import build_parts as build_parts
+    from platekit.training._recipe import build_tester as build_tester
+    from platekit.training._recipe import build_trainer as build_trainer
+    from platekit.training._recipe import data_overrides as data_overrides
+    from platekit.training._recipe import open_checkpoint as open_checkpoint
+    from platekit.training._recipe import prepare_run as prepare_run
+    from platekit.training._recipe import report_test as report_test
+    from platekit.training._recipe import score as score
+    from platekit.training._run_start import RunStart as RunStart
+
+EXPORTS = {
+    "TrainRun": "._recipe",
+    "build_parts": "._recipe",
+    "build_tester": "._recipe",
+    "build_trainer": "._recipe",
+    "data_overrides": "._recipe",
+    "open_checkpoint": "._recipe",
+    "prepare_run": "._recipe",
+    "report_test": "._recipe",
+    "score": "._recipe",
+    "ExactResume": "._exact_resume",
+    "FiniteLoss": "._finite_loss",
+    "PreemptibleCheckpoint": "._checkpointing",
+    "ProgressDisplay": "._progress",
+    "ResumableCSVLogger": "._csv_logger",
+    "RunStart": "._run_start",
+}
+__all__ = sorted(EXPORTS)
+
+__getattr__ = lazy_exports(__name__, EXPORTS)

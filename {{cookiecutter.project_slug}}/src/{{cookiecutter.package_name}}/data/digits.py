@@ -4,7 +4,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from platekit.data import BaseDataModule, DataInfo, Rows, read_sklearn_table
 
 

@@ -13,9 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Annotated
 
-from torch import Tensor, nn
-
 from platekit.settings import Range
+from torch import Tensor, nn
 
 
 def conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
