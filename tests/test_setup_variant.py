@@ -140,9 +140,11 @@ def test_ctrl_c_during_make_setup_leaves_no_ticker_behind(tmp_path: Path) -> Non
     while time.monotonic() - ended < 5 and not closed:  # end of file: every writer is gone
         ready, _, _ = select.select([started.stdout], [], [], 0.5)
         closed = bool(ready) and started.stdout.read1(4096) == b""
-    leftover = subprocess.run(
+    listed = subprocess.run(
         ["pgrep", "-a", "-g", str(started.pid)], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    ).stdout.splitlines()
+    # An exited process not yet reaped (``<defunct>``) runs nothing and holds no output.
+    leftover = "\n".join(line for line in listed if not line.endswith("<defunct>"))
     if leftover:
         os.killpg(started.pid, signal.SIGKILL)
     assert closed, f"the output is still open 5 s after make ended; left running: {leftover}"

@@ -4,6 +4,7 @@ import functools
 import gc
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +76,12 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
                     raise
                 refuse(worker_message(str(error)))
 
+        # Hydra names the job (and its log file) after the module of the function it runs,
+        # found through ``__wrapped__``: a body in platekit (``commands/_export.py``) is named
+        # as the command it is (``export``), not as its private module.
+        if task.__module__ != "__main__":  # run as a script, Hydra reads the task's file
+            del main.__wrapped__
+            main.__module__ = re.sub(r"\._", ".", task.__module__)
         hydra_main: Callable[[], Any] = hydra.main(
             version_base="1.3", config_path=str(config_dir()), config_name=config_name
         )(main)
