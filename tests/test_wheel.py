@@ -209,8 +209,8 @@ def test_two_different_sources_never_share_a_version(
     changelog = kit / "CHANGELOG.md"
     changelog.write_text(BUILDER.RELEASED.sub("", changelog.read_text()))
     first_name, first = BUILDER.build()
-    (kit / "src" / "platekit" / "data" / "cells.py").write_text(
-        (kit / "src" / "platekit" / "data" / "cells.py").read_text() + "\n# one change\n"
+    (kit / "src" / "platekit" / "data" / "_cells.py").write_text(
+        (kit / "src" / "platekit" / "data" / "_cells.py").read_text() + "\n# one change\n"
     )
     second_name, second = BUILDER.build()
     assert first != second
@@ -238,7 +238,7 @@ def test_two_different_sources_never_share_a_version(
     ]
     assert f"wheel sha256 ({base}): " in changelog.read_text()
     capsys.readouterr()
-    (kit / "src" / "platekit" / "data" / "cells.py").write_text("# another change\n")
+    (kit / "src" / "platekit" / "data" / "_cells.py").write_text("# another change\n")
     assert BUILDER.main(["build_wheel.py"]) == 1
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: platekit {base} was released as the wheel sha256 ")
