@@ -1,9 +1,11 @@
 """The project platekit's tests run on, and the runs several tests share.
 
-The project is the template's own bake (default answers, plus serve=yes so every command is
-there), made once per test session with cookiecutter into a temporary folder; or, with
-``PLATEKIT_TEST_PROJECT=<folder>``, a project baked already (e.g. with another logger).
-The baking process passes the folder on to pytest-xdist's workers in that variable.
+The project is ``tests/project``: the parts of the template's default bake (serve=yes, so every
+command is there) that a run reads, written by ``tools/fixture_project.py`` and checked equal to
+a fresh bake by the template's tests. No cookiecutter here. ``PLATEKIT_TEST_PROJECT=<folder>``
+runs the suite on a real bake instead (the template's ``make test`` does, with one), which also
+runs the tests of a bake's own files (its tests, locks, vendored wheel); on the fixture those
+skip, naming the variable.
 """
 
 import atexit
@@ -19,28 +21,24 @@ import pytest
 import torch
 
 PROJECT_ENV = "PLATEKIT_TEST_PROJECT"
-TEMPLATE = Path(__file__).resolve().parents[2]  # the template repository
 TESTS = Path(__file__).resolve().parent
+FIXTURE = TESTS / "project"
 
 
-def bake_project() -> Path:
-    """Bake the template into a temporary folder, removed when this process ends."""
-    from cookiecutter.main import cookiecutter
-
+def copy_fixture() -> Path:
+    """A copy of the fixture in a temporary folder (runs write outputs/ there), removed at exit."""
     scratch = Path(tempfile.mkdtemp(prefix="platekit-project-"))
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
-    baked = cookiecutter(
-        str(TEMPLATE), no_input=True, output_dir=str(scratch), extra_context={"serve": "yes"}
-    )
-    return Path(baked).resolve()
+    ignore = shutil.ignore_patterns("__pycache__", "outputs")
+    return Path(shutil.copytree(FIXTURE, scratch / "digits-classifier", ignore=ignore))
 
 
 def project_root() -> Path:
     given = os.environ.get(PROJECT_ENV)
-    root = Path(given).resolve() if given else bake_project()
+    root = Path(given).resolve() if given else copy_fixture()
     if not (root / "src").is_dir() or not (root / "configs").is_dir():
         raise pytest.UsageError(f"{PROJECT_ENV}={root} is not a baked project (src/, configs/)")
-    os.environ[PROJECT_ENV] = str(root)  # workers started after this use the same bake
+    os.environ[PROJECT_ENV] = str(root)  # workers started after this use the same copy
     return root
 
 
@@ -51,6 +49,18 @@ for path in (str(TESTS), str(ROOT / "src")):
     if path not in sys.path:
         sys.path.insert(0, path)
 import_module(PACKAGE)  # sets the current platekit project
+IS_BAKE = (ROOT / "requirements.lock").is_file()  # the fixture holds no locks or wheel
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On the fixture, skip the tests of a bake's own files (``@pytest.mark.bake``)."""
+    if IS_BAKE:
+        return
+    skip = pytest.mark.skip(reason=f"checks a bake's own files: set {PROJECT_ENV}=<a bake>")
+    for item in items:
+        if item.get_closest_marker("bake"):
+            item.add_marker(skip)
+
 
 # Two threads per process oversubscribe a 2-core machine when tests run alongside others.
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -1,13 +1,15 @@
 """What platekit's tests share: the project they run on, its modules, configs and commands.
 
-The project is a bake of the template (conftest.py bakes one per session, or takes
-``PLATEKIT_TEST_PROJECT``). ``module(name)`` finds ``platekit.<name>`` (or the command body
+The project is ``tests/project`` (the parts of the template's default bake a run reads;
+conftest.py copies it once per session) or the bake ``PLATEKIT_TEST_PROJECT`` names.
+``module(name)`` finds ``platekit.<name>`` (or the command body
 ``platekit.commands.<name>``) first and the project's ``<package>.<name>`` second, so a test
 names the machinery and the project's recipes alike (``module("_errors").UserError``,
 ``module("export").check_parity``, ``module("train").train``).
 """
 
 import os
+import shutil
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
@@ -45,6 +47,23 @@ def module(name: str) -> ModuleType:
             if error.name is None or not candidate.startswith(error.name):
                 raise  # a module that exists failed to import something
     return import_module(f"{PACKAGE}.{name}")
+
+
+def copy_project(into: Path, package: str) -> Path:
+    """A copy of the suite's project whose package is named ``package`` (so one process can
+    import both): its folder and every mention of the old name in its text files renamed."""
+    skip = shutil.ignore_patterns(".git", ".venv", "outputs", "vendor", "__pycache__")
+    root = Path(shutil.copytree(ROOT, into / ROOT.name, ignore=skip, symlinks=True))
+    (root / "src" / PACKAGE).rename(root / "src" / package)
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                text = path.read_text()
+            except UnicodeDecodeError:
+                continue
+            if PACKAGE in text:
+                path.write_text(text.replace(PACKAGE, package))
+    return root
 
 
 def project_module(name: str) -> ModuleType:

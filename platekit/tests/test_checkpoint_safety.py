@@ -179,7 +179,7 @@ def test_the_registry_accepts_the_shipped_names_and_stores_short_keys() -> None:
     with pytest.raises(UserError, match="not a Optimizer class"):
         active.resolve("torch.nn.Linear", "optimizer")  # a real class, in the wrong slot
     # A config Hydra builds itself (a callback, a logger) must be edited: one line says how.
-    moved = r"platekit 0\.3 moved: write 'platekit\.training\.ExactResume' in the config"
+    moved = r"platekit 0\.4 moved: write 'platekit\.training\.ExactResume' in the config"
     with pytest.raises(UserError, match=moved):
         active.resolve("platekit.callbacks.exact_resume.ExactResume", "callback")
     with pytest.raises(UserError, match="refused"):  # a private module is no way in

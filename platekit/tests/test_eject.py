@@ -14,24 +14,17 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from cookiecutter.main import cookiecutter
 
-TEMPLATE = Path(__file__).resolve().parents[2]
+from support import copy_project
+
 PACKAGE = "eject_probe"  # a name no other test's bake uses
 
 
 @pytest.fixture(scope="session")
 def baked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A freshly baked project, never changed (each test ejects into a copy of it)."""
-    output = tmp_path_factory.mktemp("eject_bake")
-    return Path(
-        cookiecutter(
-            str(TEMPLATE),
-            no_input=True,
-            output_dir=str(output),
-            extra_context={"project_name": "Eject Probe"},
-        )
-    )
+    """The suite's project under its own package name, never changed (each test ejects into a
+    copy of it)."""
+    return copy_project(tmp_path_factory.mktemp("eject_bake"), PACKAGE)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ SCRIPT = ROOT / "scripts" / "gpu_check.py"
 
 
 @pytest.mark.slow  # a fresh pytest collecting every test module: ~10-20 s
+@pytest.mark.bake  # it collects the bake's own tests/ (the gpu tier)
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible: the tier runs")
 def test_without_cuda_every_check_is_skipped_with_its_reason(tmp_path: Path) -> None:
     report_path = tmp_path / "gpu_report.json"
@@ -38,6 +39,7 @@ def test_without_cuda_every_check_is_skipped_with_its_reason(tmp_path: Path) -> 
     assert "skipped  test_gpu::test_resume_on_cuda_is_bitwise_exact[0]" in result.stdout
 
 
+@pytest.mark.bake
 def test_missing_pins_come_from_the_lock_and_never_name_torch() -> None:
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--missing"], capture_output=True, text=True, check=True

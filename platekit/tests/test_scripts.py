@@ -62,12 +62,14 @@ def check_lock(root: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.bake
 def test_the_lock_matches_the_requirements() -> None:
     result = check_lock(ROOT)
     assert result.returncode == 0, result.stderr
     assert "requirements.lock matches" in result.stdout
 
 
+@pytest.mark.bake
 def test_a_bumped_requirement_without_a_new_lock_fails_naming_the_fix(tmp_path: Path) -> None:
     for name in ("pyproject.toml", "requirements.lock", "requirements-cu130.lock"):
         shutil.copy(ROOT / name, tmp_path / name)

@@ -12,7 +12,6 @@ from types import ModuleType
 from typing import Annotated, Any, Literal
 
 import pytest
-from cookiecutter.main import cookiecutter
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
 
@@ -27,7 +26,8 @@ from platekit.data._image_folder import ImageFolderDataModule
 from platekit.settings import Range, settings_of
 from platekit.training import _hints as hints
 
-TEMPLATE = Path(__file__).resolve().parents[2]
+from support import copy_project
+
 PACKAGE = "settings_probe"  # a name no other test's bake uses: one package per process
 
 # The team's new setting: a subclass of the digits module, a typed parameter with a default.
@@ -64,15 +64,7 @@ BARE_YAML = NOISY_YAML.replace("noise: 0.0\n", "")
 @pytest.fixture(scope="session")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A baked project with the team's ``DigitsNoise``; its package imported."""
-    output = tmp_path_factory.mktemp("settings_bake")
-    root = Path(
-        cookiecutter(
-            str(TEMPLATE),
-            no_input=True,
-            output_dir=str(output),
-            extra_context={"project_name": "Settings Probe"},
-        )
-    )
+    root = copy_project(tmp_path_factory.mktemp("settings_bake"), PACKAGE)
     (root / "src" / PACKAGE / "data" / "noisy.py").write_text(NOISY)
     (root / "configs" / "data" / "noisy.yaml").write_text(NOISY_YAML)
     (root / "configs" / "data" / "noisy_bare.yaml").write_text(BARE_YAML)

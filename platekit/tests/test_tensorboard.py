@@ -23,6 +23,7 @@ def make_tensorboard(log_dir: Path, stamp: Path) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.bake  # make's targets need the bake's requirements.lock
 def test_without_logs_it_says_how_to_get_them(tmp_path: Path) -> None:
     result = subprocess.run(
         make_tensorboard(tmp_path, tmp_path / "stamp"), capture_output=True, text=True, check=False
@@ -32,6 +33,7 @@ def test_without_logs_it_says_how_to_get_them(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.bake  # make's targets need the bake's requirements.lock
 def test_serves_the_logs_of_a_tensorboard_run(tmp_path: Path) -> None:
     trained = run_cli("train", *QUICK, "trainer.max_epochs=1", "logger=tensorboard", cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr[-2000:]

@@ -24,6 +24,7 @@ A class outside the roots (a third-party net) is trusted on purpose by its exact
 import importlib
 import re
 import sys
+import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -47,7 +48,7 @@ MODEL_PARTS = {"net": "net", "task": "task", "optimizer": "optimizer", "schedule
 ALIASES: dict[str, str] = {}
 
 # platekit 0.1 and 0.2 named classes by their modules (``platekit.models.tasks.Cosine``);
-# 0.3 made those modules private, their classes named by package (``platekit.models.Cosine``).
+# 0.4 made those modules private, their classes named by package (``platekit.models.Cosine``).
 # An old module path that no longer exists is read as the package its classes went to.
 MOVED_PACKAGES = {
     "models": "models",
@@ -73,6 +74,10 @@ SLOT_BASES: dict[str, tuple[str, str]] = {
     "callback": ("lightning.pytorch.callbacks.callback", "Callback"),
     "logger": ("lightning.pytorch.loggers.logger", "Logger"),
 }
+
+
+class MovedNameError(UserError):
+    """A config names a class by its platekit 0.1/0.2 path: the line names the path of now."""
 
 
 class NamedTask:
@@ -110,8 +115,8 @@ class Registry:
         name = moved(ALIASES.get(name, name), self.roots[0])
         renamed = moved_in_platekit(name)
         if renamed != name and slot in CONFIG_SLOTS:
-            raise UserError(
-                f"{slot}{place} names '{name}', which platekit 0.3 moved: write "
+            raise MovedNameError(
+                f"{slot}{place} names '{name}', which platekit 0.4 moved: write "
                 f"'{renamed}' in the config"
             )
         name = renamed
@@ -236,6 +241,48 @@ def moved(name: str, package: str) -> str:
         return name
     candidate = moved_in_platekit(f"{KIT}.{name.removeprefix(prefix)}")
     return candidate if locate(candidate, (KIT,)) is not None else name
+
+
+# Modules of platekit 0.1/0.2 whose names moved elsewhere than their folder's new package.
+MOVED_MODULES = {
+    "platekit.cli.errors": "from platekit import UserError",
+    "platekit.cli.entry": "from platekit.commands import command",
+    "platekit.project": "from platekit import Project, use, current",
+    "platekit.recipe": "from platekit.training import TrainRun, EvalRun, build_parts",
+}
+# Old folders whose names went to a public package of another name.
+MOVED_FOLDERS = {
+    **MOVED_PACKAGES,
+    "cli": "commands",
+    "serving": "commands",
+    "benchmarks": "commands",
+}
+
+
+def old_import(error: ModuleNotFoundError) -> str | None:
+    """One line for a module (e.g. one ejected from platekit 0.2) importing a platekit module
+    that 0.4 made private, naming the public import to write; None for any other missing module.
+    """
+    missing = error.name or ""
+    if not missing.startswith(f"{KIT}.") or missing in sys.modules:
+        return None
+    frames = traceback.extract_tb(error.__traceback__)
+    sources = [f for f in frames if not f.filename.startswith("<") and f.line]
+    where = f"{sources[-1].filename}:{sources[-1].lineno}" if sources else "a module"
+    line = sources[-1].line if sources else ""
+    written = re.match(r"\s*from (platekit[\w.]*) import ([\w, ]+)", line or "")
+    if written and written.group(1).startswith(missing):
+        missing, names = written.group(1), written.group(2).strip()
+    else:
+        names = "<name>"
+    parts = missing.split(".")
+    fix = MOVED_MODULES.get(missing)
+    if fix is None and len(parts) > 2 and parts[1] in MOVED_FOLDERS:
+        fix = f"from platekit.{MOVED_FOLDERS[parts[1]]} import {names}"
+    return (
+        f"{where} imports {missing}, a module platekit 0.4 made private (or removed); "
+        f"import public names instead: {fix or 'see platekit README, Public API'}"
+    )
 
 
 def moved_in_platekit(name: str) -> str:

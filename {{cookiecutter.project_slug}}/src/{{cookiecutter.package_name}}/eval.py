@@ -11,25 +11,16 @@ from typing import Any
 
 from omegaconf import DictConfig
 from platekit.commands import command
-from platekit.training import (
-    build_tester,
-    data_overrides,
-    open_checkpoint,
-    prepare_run,
-    report_test,
-)
+from platekit.training import EvalRun
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Test ``cfg.ckpt_path`` with the data split the checkpoint was trained on."""
-    checkpoint = open_checkpoint(cfg)  # verified; every class it names checked
-    model = checkpoint.model()  # rebuilt from its own hyperparameters, weights loaded
-    run_dir = prepare_run(cfg)
-    # the rows it was trained on (refused if they changed), or every row of new data
-    datamodule = checkpoint.datamodule(data_overrides(cfg), new_rows=cfg.new_data)
-    trainer = build_tester(cfg)
-    results = trainer.test(model, datamodule=datamodule, verbose=False)
-    return report_test(cfg, trainer, results, run_dir)
+    run = EvalRun.start(cfg)  # verified, every class checked; its model rebuilt, weights loaded
+    datamodule = run.datamodule()  # the rows it was trained on (refused if they changed)
+    trainer = run.trainer()  # float32, as the shipped model computes
+    results = trainer.test(run.model, datamodule=datamodule, verbose=False)
+    return run.finish(trainer, results)  # metrics.json, the scores logged
 
 
 main = command("eval", evaluate)

@@ -13,7 +13,7 @@ from typing import Any
 from lightning import Callback
 from omegaconf import DictConfig
 from platekit.commands import command
-from platekit.training import TrainRun, build_parts, score
+from platekit.training import TrainRun, build_parts
 
 
 def train(
@@ -40,7 +40,7 @@ def train(
 
 def train_and_score(cfg: DictConfig) -> float | None:
     """Train; return ``cfg.optimized_metric`` (if set) for a sweeper such as Optuna."""
-    return score(train(cfg), cfg)
+    return TrainRun.score(train(cfg), cfg)
 
 
 main = command("train", train_and_score)

@@ -16,6 +16,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from platekit._errors import UserError
+from platekit._registry import old_import
 from platekit.commands._quiet import quiet_third_party
 from platekit.commands._rundir import Fresh, unwritable
 from platekit.config._nodes import config_dir
@@ -75,6 +76,10 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
                 if os.environ.get(DEBUG_ENV):
                     raise
                 refuse(worker_message(str(error)))
+            except ModuleNotFoundError as error:
+                if os.environ.get(DEBUG_ENV) or (message := old_import(error)) is None:
+                    raise
+                refuse(message)
 
         # Hydra names the job (and its log file) after the module of the function it runs,
         # found through ``__wrapped__``: a body in platekit (``commands/_export.py``) is named

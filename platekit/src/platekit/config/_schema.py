@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from platekit._errors import UserError
-from platekit._registry import HYDRA_KEYS, Registry, active
+from platekit._registry import HYDRA_KEYS, MovedNameError, Registry, active
 from platekit.config._precision import ALIASES, PRESETS
 from platekit.config._rules import (
     MAPPING,
@@ -385,8 +385,8 @@ def components(cfg: DictConfig) -> tuple[dict[str, Component], list[str]]:
         try:
             name = OmegaConf.select(cfg, f"{path}._target_", throw_on_missing=True)
             cls = registry.resolve(name, slot, "" if path == slot else path)
-        except UserError as error:
-            if slot not in BUILT_BY_HYDRA:
+        except UserError as error:  # Lightning's callbacks and loggers are outside the roots
+            if slot not in BUILT_BY_HYDRA or isinstance(error, MovedNameError):
                 refused.append(str(error))
             continue
         except Exception:  # an unresolvable _target_: its own rule names it

@@ -1,5 +1,4 @@
-"""The tasks a net learns, the LightningModule that trains it, its learning-rate schedules,
-and the model rebuilt from a checkpoint for export.
+"""The tasks a net learns, the LightningModule that trains it and its learning-rate schedules.
 
 Names are imported on first use, so the ONNX runner loads without torch.
 """
@@ -10,7 +9,6 @@ from platekit._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names as a type checker sees them, imported eagerly
     from platekit.models._build import build_model as build_model
-    from platekit.models._exportable import from_checkpoint as from_checkpoint
     from platekit.models._schedules import Constant as Constant
     from platekit.models._schedules import Cosine as Cosine
     from platekit.models._schedules import OneCycle as OneCycle
@@ -28,7 +26,6 @@ EXPORTS = {
     "TaskModule": "._task_module",
     "SequenceGRU": "._sequence",
     "build_model": "._build",
-    "from_checkpoint": "._exportable",
     "Constant": "._schedules",
     "Cosine": "._schedules",
     "OneCycle": "._schedules",

@@ -16,27 +16,17 @@ if TYPE_CHECKING:  # the names as a type checker sees them, imported eagerly
     from platekit.training._exact_resume import ExactResume as ExactResume
     from platekit.training._finite_loss import FiniteLoss as FiniteLoss
     from platekit.training._progress import ProgressDisplay as ProgressDisplay
+    from platekit.training._recipe import EvalRun as EvalRun
     from platekit.training._recipe import TrainRun as TrainRun
     from platekit.training._recipe import build_parts as build_parts
-    from platekit.training._recipe import build_tester as build_tester
     from platekit.training._recipe import build_trainer as build_trainer
-    from platekit.training._recipe import data_overrides as data_overrides
-    from platekit.training._recipe import open_checkpoint as open_checkpoint
-    from platekit.training._recipe import prepare_run as prepare_run
-    from platekit.training._recipe import report_test as report_test
-    from platekit.training._recipe import score as score
     from platekit.training._run_start import RunStart as RunStart
 
 EXPORTS = {
+    "EvalRun": "._recipe",
     "TrainRun": "._recipe",
     "build_parts": "._recipe",
-    "build_tester": "._recipe",
     "build_trainer": "._recipe",
-    "data_overrides": "._recipe",
-    "open_checkpoint": "._recipe",
-    "prepare_run": "._recipe",
-    "report_test": "._recipe",
-    "score": "._recipe",
     "ExactResume": "._exact_resume",
     "FiniteLoss": "._finite_loss",
     "PreemptibleCheckpoint": "._checkpointing",

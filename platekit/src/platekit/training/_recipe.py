@@ -81,18 +81,7 @@ from platekit.training._trainer import (
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "Checkpoint",
-    "TrainRun",
-    "build_parts",
-    "build_tester",
-    "build_trainer",
-    "data_overrides",
-    "open_checkpoint",
-    "prepare_run",
-    "report_test",
-    "score",
-]
+__all__ = ["Checkpoint", "EvalRun", "TrainRun", "build_parts", "build_trainer"]
 
 
 @dataclass
@@ -294,6 +283,15 @@ class TrainRun:
             report(self.run_dir, metrics)
         return metrics
 
+    @staticmethod
+    def score(metrics: dict[str, Any], cfg: DictConfig) -> float | None:
+        """``cfg.optimized_metric`` of a run's metrics (if set), for a sweeper such as Optuna.
+
+        ``optimized_metric=monitor`` is the task's monitored metric, signed so larger is better.
+        """
+        name = cfg.get("optimized_metric")
+        return objective(metrics, name) if name and "test" in metrics else None
+
 
 def tested_epoch(
     model: LightningModule, tested: str | None, epochs: list[dict[str, Any]], task: Task
@@ -397,54 +395,62 @@ def report(run_dir: Path, metrics: dict[str, Any]) -> None:
         log.warning("%s", caveat)
 
 
-def score(metrics: dict[str, Any], cfg: DictConfig) -> float | None:
-    """``cfg.optimized_metric`` of a run's metrics (if set), for a sweeper such as Optuna.
+@dataclass
+class EvalRun:
+    """One evaluation of a checkpoint: what eval's recipe puts around ``trainer.test``."""
 
-    ``optimized_metric=monitor`` is the task's monitored metric, signed so larger is better.
-    """
-    name = cfg.get("optimized_metric")
-    return objective(metrics, name) if name and "test" in metrics else None
+    cfg: DictConfig
+    checkpoint: Checkpoint
+    model: LightningModule
+    run_dir: Path
 
+    @classmethod
+    def start(cls, cfg: DictConfig) -> "EvalRun":
+        """``cfg.ckpt_path`` opened and verified (every class it names checked), its model
+        rebuilt from its own hyperparameters with its weights, the seed set, the config saved."""
+        trust(cfg.get("trusted_classes"))
+        if not cfg.get("ckpt_path"):
+            raise UserError(
+                f"ckpt_path is not set; run e.g. `{cfg.task_name} ckpt_path=path/to/last.ckpt`"
+            )
+        checkpoint = Checkpoint.open(cfg.ckpt_path)
+        model = checkpoint.model()
+        return cls(cfg, checkpoint, model, prepare_run(cfg))
 
-def open_checkpoint(cfg: DictConfig) -> Checkpoint:
-    """``cfg.ckpt_path`` opened and verified; every class it names checked, nothing built."""
-    trust(cfg.get("trusted_classes"))
-    if not cfg.get("ckpt_path"):
-        raise UserError(
-            f"ckpt_path is not set; run e.g. `{cfg.task_name} ckpt_path=path/to/last.ckpt`"
-        )
-    return Checkpoint.open(cfg.ckpt_path)
+    def datamodule(self) -> LightningDataModule:
+        """The rows the checkpoint was trained on (refused if they changed), or every row of
+        new data with ``new_data=true``; ``data.<setting>=`` overrides one of its settings."""
+        return self.checkpoint.datamodule(data_overrides(self.cfg), new_rows=self.cfg.new_data)
 
+    def trainer(self) -> Trainer:
+        """The trainer that tests: in float32, as the shipped model computes, unless
+        ``trainer.precision`` is given on the command line (its figures then say so)."""
+        given = {override_key(override) for override in command_line_overrides()}
+        precision = test_precision(self.cfg, given)
+        return build_trainer(self.cfg, precision=precision, announce_precision=False)
 
-def build_tester(cfg: DictConfig) -> Trainer:
-    """The trainer an evaluation tests with: in float32, as the shipped model computes,
-    unless ``trainer.precision`` is given on the command line (its figures then say so)."""
-    given = {override_key(override) for override in command_line_overrides()}
-    return build_trainer(cfg, precision=test_precision(cfg, given), announce_precision=False)
-
-
-def report_test(
-    cfg: DictConfig, trainer: Trainer, results: list[Mapping[str, float]], run_dir: Path
-) -> dict[str, Any]:
-    """Write an evaluation's ``metrics.json`` and log its scores; return the metrics."""
-    metrics: dict[str, Any] = {
-        "test": as_floats(results[0]),
-        "checkpoint": str(Path(cfg.ckpt_path).resolve()),
-        "precision": str(trainer.precision),
-    }
-    confusion = test_confusion(trainer.lightning_module, metrics, class_names_of(trainer))
-    if trainer.is_global_zero:
-        write_json(run_dir / "metrics.json", metrics)
-        scores = "  ".join(f"{name} {value:.4f}" for name, value in metrics["test"].items())
-        label = (
-            "float32, as model.onnx and predict compute"
-            if metrics["precision"] == SHIPPED_PRECISION
-            else f"{metrics['precision']} as asked; model.onnx and predict compute in float32"
-        )
-        log.info("%s on %s (%s)", scores, cfg.ckpt_path, label)
-        if confusion is not None:
-            log.info("per class: precision, recall and support in %s", run_dir / "metrics.json")
-        for caveat in metrics.get("caveats", []):
-            log.warning("%s", caveat)
-        log.info("metrics: %s", run_dir / "metrics.json")
-    return metrics
+    def finish(self, trainer: Trainer, results: list[Mapping[str, float]]) -> dict[str, Any]:
+        """Write ``metrics.json`` and log the scores; return the metrics."""
+        metrics: dict[str, Any] = {
+            "test": as_floats(results[0]),
+            "checkpoint": str(Path(self.cfg.ckpt_path).resolve()),
+            "precision": str(trainer.precision),
+        }
+        confusion = test_confusion(trainer.lightning_module, metrics, class_names_of(trainer))
+        if trainer.is_global_zero:
+            write_json(self.run_dir / "metrics.json", metrics)
+            scores = "  ".join(f"{name} {value:.4f}" for name, value in metrics["test"].items())
+            label = (
+                "float32, as model.onnx and predict compute"
+                if metrics["precision"] == SHIPPED_PRECISION
+                else f"{metrics['precision']} as asked; model.onnx and predict compute in float32"
+            )
+            log.info("%s on %s (%s)", scores, self.cfg.ckpt_path, label)
+            if confusion is not None:
+                log.info(
+                    "per class: precision, recall and support in %s", self.run_dir / "metrics.json"
+                )
+            for caveat in metrics.get("caveats", []):
+                log.warning("%s", caveat)
+            log.info("metrics: %s", self.run_dir / "metrics.json")
+        return metrics

@@ -1,0 +1,11 @@
+"""Train, evaluate and ship a PyTorch Lightning classifier.
+
+The project's own code: its data modules (``data/``), nets (``models/``) and recipes
+(``train.py``, ``eval.py``). The machinery they run on is the pinned ``platekit`` package.
+"""
+
+from platekit import Project, use
+from platekit.config import check_command_line
+
+PROJECT = use(Project.at(__name__, __file__))
+check_command_line(PROJECT)  # a mistyped key or value is refused before torch is imported
