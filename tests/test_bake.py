@@ -108,7 +108,7 @@ OPTIONAL_FILES = {
     ("logger", "mlflow"): {"configs/logger/mlflow.yaml"},
     ("ci", "github"): {".github/workflows/ci.yml", ".github/dependabot.yml", "scripts/audit.lock"},
     ("docker", "yes"): {"Dockerfile", ".dockerignore"},
-    # The server's tests are platekit's (platekit/tests/test_serve.py), run once.
+    # The server's tests are platekit's (platekit/tests/commands/test_serve.py), run once.
     ("serve", "yes"): {"configs/serve.yaml", "src/digits_classifier/serve.py"},
 }
 DEFAULT_ANSWERS = {"logger": "csv", "ci": "github", "docker": "no", "serve": "no"}

@@ -17,7 +17,7 @@ A covering set, because the options touch disjoint things:
   lines. It is not a fourth product factor: the 16 bakes above take serve=yes in half of
   them, so each logger, each ci and each docker answer is baked with both serve answers
   (and the lock with mlflow and serve together, which share pins). The server's tests are
-  platekit's (platekit/tests/test_serve.py); platekit's suite bakes serve=yes for them.
+  platekit's (platekit/tests/commands/test_serve.py); platekit's suite bakes serve=yes for them.
 - ``python_version`` and ``license`` only change text (test_bake.py).
 """
 
@@ -106,7 +106,7 @@ def test_logger_bake_passes_its_whole_suite_and_the_kits_logger_tests(
     assert " passed" in result.stdout, tail(result)
     kit = run(
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow",
-        "platekit/tests/test_logger.py", "platekit/tests/test_logger_runs.py", "-k", logger,
+        "platekit/tests/training/test_logger.py", "platekit/tests/training/test_logger_runs.py", "-k", logger,
         cwd=TEMPLATE, timeout=1200, PLATEKIT_TEST_PROJECT=str(project), OMP_NUM_THREADS="1",
     )  # fmt: skip
     assert kit.returncode == 0, tail(kit)

@@ -35,6 +35,7 @@ ROOT = current().root  # the baked project's folder
 CONFIG_DIR = current().config_dir
 PACKAGE = current().package
 TESTS = Path(__file__).resolve().parent  # this folder: importable by the commands tests run
+FIXTURES = TESTS / "fixtures"  # checkpoints of earlier releases (fixtures/README.md)
 
 
 def module(name: str) -> ModuleType:

@@ -77,27 +77,30 @@ def test_every_other_module_is_private_by_name() -> None:
         assert any(part.startswith("_") for part in parts), f"{dotted} is public by name"
 
 
-def project_names() -> set[str]:
-    """Every ``platekit...`` name the project's code imports and its configs name."""
+def project_names(kind: str) -> set[str]:
+    """Every ``platekit...`` name the project's code (or its tests) imports, or its configs name."""
     named = set()
-    for path in (ROOT / "src" / PACKAGE).rglob("*.py"):
+    folder = {"code": ROOT / "src" / PACKAGE, "tests": ROOT / "tests"}.get(kind)
+    for path in folder.rglob("*.py") if folder else ():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("platekit"):
                 named |= {f"{node.module}.{alias.name}" for alias in node.names}
             elif isinstance(node, ast.Import):
                 named |= {a.name for a in node.names if a.name.startswith("platekit")}
-    for path in Path(CONFIG_DIR).rglob("*.yaml"):
-        text = path.read_text()
-        named |= set(re.findall(r"\b(platekit(?:\.\w+)+)", text))
+    for path in Path(CONFIG_DIR).rglob("*.yaml") if kind == "configs" else ():
+        named |= set(re.findall(r"\b(platekit(?:\.\w+)+)", path.read_text()))
     return named
 
 
-@pytest.mark.parametrize("kind", ["code", "configs"])
+@pytest.mark.parametrize(
+    "kind", ["code", "configs", pytest.param("tests", marks=pytest.mark.bake)]
+)  # the fixture project holds no tests/: a bake's are checked against the bake
 def test_the_project_names_only_public_names(kind: str) -> None:
-    assert project_names(), "the project names no platekit name: the scan is broken"
+    named = project_names(kind)
+    assert named, f"the project's {kind} name no platekit name: the scan is broken"
     public = exported() | set(packages()) | set(PUBLIC_MODULES)
     public |= {f"{module}.{name}" for module in PUBLIC_MODULES for name in dir_of(module)}
-    assert sorted(project_names() - public) == []
+    assert sorted(named - public) == []
 
 
 def dir_of(module: str) -> list[str]:

@@ -1,5 +1,5 @@
 """A project's checkpoints from earlier releases, one per shipped data config (platekit 0.1.0
-and 0.2.0, tests/data/README.md says how each was made), evaluate, export, predict and resume
+and 0.2.0, tests/fixtures/README.md says how each was made), evaluate, export, predict and resume
 under this platekit; YAML and an ejected module of before get one line naming the change."""
 
 import logging
@@ -16,9 +16,9 @@ from platekit._errors import UserError
 from platekit.checkpoints import Checkpoint
 from platekit.testing import predict_rows, write_image_folder
 
-from support import QUICK, cli_env, compose_config, copy_project, module, run_cli
+from support import FIXTURES, QUICK, cli_env, compose_config, copy_project, module, run_cli
 
-DATA = Path(__file__).parent / "data"
+DATA = FIXTURES
 FIXTURES = [
     ("0.1", "digits"), ("0.1", "csv"), ("0.1", "diabetes"), ("0.1", "image_folder"),
     ("0.2", "digits"), ("0.2", "csv"), ("0.2", "diabetes"), ("0.2", "image_folder"),
@@ -26,7 +26,7 @@ FIXTURES = [
 ]  # fmt: skip
 
 
-# The model settings each fixture was trained with (tests/data/README.md): init_from takes
+# The model settings each fixture was trained with (tests/fixtures/README.md): init_from takes
 # the weights into the same architecture.
 ARCHITECTURE = {
     "csv": ["model=mlp", "model.net.hidden=[8]"],

@@ -17,9 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from platekit.checkpoints import Checkpoint
 from platekit.data import ImageFolderDataModule
-from platekit.models import from_checkpoint
 from platekit.testing import (
     CrashError,
     cli_env,
@@ -32,6 +30,7 @@ from platekit.testing import (
     project_module,
     read_json,
     run_cli,
+    shipped_model,
     step_losses,
     write_image_folder,
 )
@@ -309,8 +308,7 @@ def test_compile_on_cuda_trains_and_its_checkpoint_loads_without_compile(
     metrics = train_on_gpu(tmp_path, "compile=true", "trainer.max_epochs=3")
     record_all(record_property, "", {k: metrics[k] for k in ("steps_per_s", "peak_mb")})
     assert metrics["test"]["test/acc"] > 0.9
-    checkpoint = Checkpoint.open(metrics["best_checkpoint"])
-    model = from_checkpoint(checkpoint)  # plain, on CPU
+    model = shipped_model(metrics["best_checkpoint"])  # plain, on CPU
     assert not any("_orig_mod" in key for key in model.state_dict())
     datamodule = project_module("data").DigitsDataModule(seed=0)
     datamodule.setup("test")
@@ -363,8 +361,7 @@ def test_predict_from_a_cuda_checkpoint_on_cuda_agrees_with_cpu(
     )
     rows = project_module("predict").predict(cfg)  # PyTorch on the CPU, as predict runs a .ckpt
     on_cpu = np.array([row["probability"] for row in rows])
-    checkpoint = Checkpoint.open(gpu_checkpoint)
-    model = from_checkpoint(checkpoint).cuda()
+    model = shipped_model(gpu_checkpoint).cuda()
     with torch.inference_mode():
         _, probabilities = model(raw.cuda())
     on_gpu = probabilities.max(1).values.cpu().numpy()

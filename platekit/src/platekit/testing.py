@@ -738,6 +738,16 @@ def raw_test_split(directory: Path, seed: int = 0) -> dict[str, Any]:
     return {"path": path, "raw": raw, "labels": datamodule.split_tensors("test").targets.numpy()}
 
 
+def shipped_model(checkpoint_path: str | Path) -> Any:
+    """A checkpoint's net as export and predict run it: its normalisation inside, in eval mode
+    on the CPU. It takes raw inputs and returns ``(outputs, probabilities)`` for classes,
+    ``(outputs,)`` for values."""
+    from platekit.checkpoints._restore import Checkpoint
+    from platekit.models._exportable import from_checkpoint
+
+    return from_checkpoint(Checkpoint.open(checkpoint_path))
+
+
 def predict_rows(out_dir: Path, model_path: Any, inputs: Any, *extra: str) -> list[dict[str, Any]]:
     """The project's ``predict`` of ``inputs`` (a path, or a list of paths) with a model."""
     if isinstance(inputs, list):

@@ -43,6 +43,7 @@ from platekit.sweeps._config import (
     check_one_process,
     compose_train,
     fixed_on_command_line,
+    quoted_ranges,
     settings_of,
     trial_overrides,
     with_search,
@@ -65,7 +66,7 @@ def sweep(argv: list[str]) -> int:
     """Run the sweep the overrides describe; return the exit code (0: budget spent)."""
     if flags := [arg for arg in argv if arg.startswith("-")]:
         raise UserError(f"{flags[0]} is not an option of sweep; pass key=value overrides (--help)")
-    overrides = with_search(argv)
+    overrides = with_search(quoted_ranges(argv))
     cfg = compose_train(overrides)
     settings = settings_of(cfg)
     check_one_process(cfg)

@@ -54,7 +54,10 @@ def nearest_names(config_dir: Path, config_name: str, overrides: list[str]) -> l
         known = sorted({*_dotted(OmegaConf.to_container(cfg)), *groups, *declared(cfg)})
         for key in keys:
             if not has_key(cfg, key):
-                hints.append(_hint(f"key '{key}'", key, known))
+                # Names as deep as the typed one: a key's value fits them, not a group's
+                # option or a parent's mapping (``optimizer.l=0.01`` is not ``optimizer=``).
+                level = [name for name in known if name.count(".") == key.count(".")]
+                hints.append(_hint(f"key '{key}'", key, level))
     return hints
 
 
@@ -99,8 +102,12 @@ def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> Any:
 
 
 def _dotted(node: Any, prefix: str = "") -> Iterator[str]:
+    """Every key path of ``node`` an override can name: a key holding a dot
+    (``optimizer.lr:`` under ``sweep.params``) cannot be, so neither it nor what is under it."""
     if isinstance(node, dict):
         for name, child in node.items():
+            if not isinstance(name, str) or "." in name:
+                continue
             path = f"{prefix}{name}"
             yield path
             yield from _dotted(child, f"{path}.")

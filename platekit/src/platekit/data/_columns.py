@@ -5,7 +5,7 @@ a Python string per cell. Each column comes back in one of two forms:
 
 - :class:`Numbers`: every cell a plain number or a gap, parsed by Arrow and kept as float32
   (the model's type), NaN at the gaps. Arrow's parser reads only texts Python's ``float``
-  reads, to the same value (tests/test_table_columns.py); a column it refuses (``1,500``,
+  reads, to the same value (tests/data/test_table_columns.py); a column it refuses (``1,500``,
   `` 1.5``, a date, a text, ``-nan``) is read again as texts, so the meaning of a cell is
   always ``cells.py``'s.
 - :class:`Texts`: each distinct (stripped) text once and a code per row (the smallest

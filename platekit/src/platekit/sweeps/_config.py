@@ -46,6 +46,21 @@ class SweepSettings:
     stale_after_s: float
 
 
+# ``sweep.params.<key>=<range>`` with the range unquoted: Hydra would read it as a sweep of its
+# own (and ask for --multirun); as a value of the search space it is a quoted text.
+RANGE_OVERRIDE = re.compile(
+    r"(\+{0,2}sweep\.params\.[\w.]+=)((?:tag|interval|int|range|choice)\(.*\))"
+)
+
+
+def quoted_ranges(overrides: list[str]) -> list[str]:
+    """``sweep.params.optimizer.lr=interval(1e-4, 0.1)`` as the search range it means."""
+    return [
+        f"{m[1]}'{m[2]}'" if (m := RANGE_OVERRIDE.fullmatch(o)) and "'" not in m[2] else o
+        for o in overrides
+    ]
+
+
 def with_search(overrides: list[str]) -> list[str]:
     """The overrides, with ``hparams_search=optuna`` first unless a search is named."""
     named = any(o.lstrip("+~").startswith(f"{SEARCH_GROUP}=") for o in overrides)

@@ -14,7 +14,7 @@ from platekit.config._threads import Threads
 from platekit.data._info import DataInfo
 from platekit.models._tasks import Task
 
-# The header's field names, in order (tests/test_first_screen.py checks a real run's).
+# The header's field names, in order (tests/training/test_first_screen.py checks a real run's).
 FIELDS = ("data", "task", "model", "device", "threads", "seed", "run dir")
 
 

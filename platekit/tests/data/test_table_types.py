@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_tables import readme_lines
 
 from platekit.data._cells import parse
-from test_tables import readme_lines
 
 from support import QUICK, compose_config, module
 

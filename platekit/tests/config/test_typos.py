@@ -7,6 +7,7 @@ import pytest
 from support import CONFIG_DIR, module, run_cli
 
 typos = module("config._typos")
+precheck = module("config._precheck")
 
 
 def test_nearest_key_and_option_are_named() -> None:
@@ -37,3 +38,31 @@ def test_cli_typo_prints_hydra_error_and_hint(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "Could not override 'trainer.max_epoch'" in result.stderr
     assert "hint: no key 'trainer.max_epoch'; did you mean: trainer.max_epochs" in result.stderr
+
+
+# A typo and a value its intended key takes; its hint's every name must then be accepted.
+TYPOS = [
+    ("trainer.max_epoch", "3"),
+    ("optimizer.l", "0.01"),
+    ("model.net.hiden", "[8]"),
+    ("data.batch_sise", "32"),
+    ("callbacks.early_stoping.patience", "3"),
+    ("modl", "mlp"),
+    ("sweep.params.optimizer.lrr", "'interval(0.001, 0.1)'"),
+    ("sweep.param", "{}"),
+]
+
+
+@pytest.mark.parametrize(("typo", "value"), TYPOS)
+def test_every_name_a_hint_suggests_is_then_accepted(typo: str, value: str) -> None:
+    """Each suggested name, typed with the same value, composes and names a known key (a
+    value its rule refuses may be a problem, an unknown key may not)."""
+    search = ["hparams_search=optuna"] if typo.startswith("sweep.") else []
+    (hint,) = typos.nearest_names(CONFIG_DIR, "train", [*search, f"{typo}={value}"])
+    names = hint.split("did you mean: ", 1)[1].removesuffix("?").split(", ")
+    assert names, hint
+    for name in names:
+        override = [*search, f"{name}={value}"]
+        planned = precheck.check(CONFIG_DIR, "train", override)  # Hydra refusing it raises
+        assert typos.nearest_names(CONFIG_DIR, "train", planned.command_line(override)) == []
+        assert not [line for line in planned.problems if "is not a setting" in line], name

@@ -15,7 +15,7 @@ import torch
 
 from platekit.testing import CrashError, final_state
 
-from support import QUICK, compose_config, loss_logging, module, step_losses
+from support import FIXTURES, QUICK, compose_config, loss_logging, module, step_losses
 
 train = module("train")
 
@@ -246,7 +246,7 @@ def test_a_resume_keeps_the_checkpoints_model_when_none_is_given(tmp_path: Path)
     assert stored.endswith(".MLP")
 
 
-OLD_CHECKPOINT = Path(__file__).parent / "data" / "platekit-0.1-mid-epoch.ckpt"
+OLD_CHECKPOINT = FIXTURES / "platekit-0.1-mid-epoch.ckpt"
 
 
 @pytest.mark.slow

@@ -23,10 +23,10 @@ from platekit._errors import UserError
 from platekit.checkpoints._integrity import CHECKSUM_KEY, SEAL_KEY, content_checksum
 from platekit.testing import predict_rows, raw_test_split, write_image_folder
 
-from support import QUICK, compose_config, module, read_json, run_cli
+from support import FIXTURES, QUICK, compose_config, module, read_json, run_cli
 
 train, evaluate = module("train").train, module("eval").evaluate
-OLD = Path(__file__).parent / "data" / "platekit-0.2"
+OLD = FIXTURES / "platekit-0.2"
 EPOCH = ["trainer.max_epochs=1", "callbacks.early_stopping=null"]
 
 

@@ -16,10 +16,10 @@ import pytest
 
 from platekit.testing import predict_rows, raw_test_split
 
-from support import QUICK, compose_config, module
+from support import FIXTURES, QUICK, compose_config, module
 
 OUTSIDE = "outside_training_range"
-OLD = Path(__file__).parent / "data" / "platekit-0.2" / "digits.ckpt"
+OLD = FIXTURES / "platekit-0.2" / "digits.ckpt"
 
 
 def flagged(rows: list[dict[str, Any]]) -> float:

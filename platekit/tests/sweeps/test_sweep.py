@@ -113,6 +113,30 @@ def test_search_space_reads_hydra_ranges() -> None:
             space.parse_space({"lr": text})
 
 
+def test_a_range_on_the_command_line_replaces_adds_or_drops_a_searched_key() -> None:
+    """Each key of the shipped search is an override path, its range typed as it is written
+    in the YAML (unquoted: Hydra would take it as a sweep of its own)."""
+    config, space = module("sweeps._config"), module("sweeps._space")
+    argv = [
+        "sweep.params.optimizer.lr=tag(log, interval(1e-4, 0.1))",
+        "+sweep.params.trainer.max_epochs=int(interval(5, 20))",
+        "~sweep.params.data",
+    ]
+    cfg = config.compose_train(config.with_search(config.quoted_ranges(argv)))
+    searched = {
+        p.key: p.distribution for p in space.parse_space(space.flat_params(cfg.sweep.params))
+    }
+    assert searched == {
+        "optimizer.lr": FloatDistribution(1e-4, 0.1, log=True),
+        "optimizer.weight_decay": FloatDistribution(0.0, 0.1),
+        "model.net.dropout": FloatDistribution(0.0, 0.3),
+        "trainer.max_epochs": IntDistribution(5, 20),
+    }
+    assert config.quoted_ranges(["seed=1", "sweep.params.x='choice(1)'"]) == [
+        "seed=1", "sweep.params.x='choice(1)'",
+    ]  # fmt: skip
+
+
 @pytest.mark.slow
 def test_mistakes_stop_the_sweep_with_one_line_before_any_trial(tmp_path: Path) -> None:
     sweep = module("sweep").sweep
