@@ -102,6 +102,14 @@ def resume_and_compare(cwd: Path, losses: Path, reference: Path, *extra: str) ->
     # A mid-epoch resume: Lightning's "dataloader is not resumable" and "checkpoint
     # directory is not empty" warnings do not apply, and do not show.
     assert foreign_warnings(result.stdout + result.stderr) == []
+    output = result.stdout + result.stderr
+    # Lightning's "Restoring states from ..." and "Loaded model weights from ...", said once
+    # in the run's own words (the resumed checkpoint; the tested one is in the summary)
+    assert "Restoring states" not in output
+    assert "Loaded model weights" not in output
+    resumed = [line for line in output.splitlines() if line.startswith("resumes ")]
+    assert len(resumed) == 1, output[-3000:]
+    assert re.fullmatch(r"resumes \S+last\.ckpt \(epoch \d+, step \d+\)", resumed[0]), resumed
     run_dir = the_run_dir(cwd)  # the resumed run wrote into the same directory
     expected = torch.load(reference / "checkpoints" / "last.ckpt", weights_only=True)
     actual = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)

@@ -22,6 +22,10 @@ LIGHTNING_INFO = (
     "Loading `train_dataloader` to estimate number of stepping batches.",
     # printed before the last epoch's line, which says the same (epoch 14/14)
     "`Trainer.fit` stopped: `max_epochs=",
+    # a resume says which checkpoint it continues after the header, the summary which one
+    # it tested (best checkpoint), eval's result line which one it evaluated
+    "Restoring states from the checkpoint path at ",
+    "Loaded model weights from the checkpoint at ",
 )
 LIGHTNING_LOGGERS = (
     "lightning.pytorch.utilities.rank_zero",

@@ -22,11 +22,14 @@ A value neither names (a key of an ``eval`` ``data: {}``, whose class the checkp
 holds) is left to the code that reads it.
 """
 
+import ast
 import difflib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -346,32 +349,40 @@ def problems(cfg: DictConfig, *, with_components: bool = True) -> list[str]:
     return written or derived
 
 
-# lightning.Trainer's parameters (Lightning 2.6), written out: importing Lightning to read
-# them would cost every command seconds before its config is checked. A test compares them
-# with the pinned version's signature.
-TRAINER_KEYS = frozenset(
-    {
-        "_target_", "accelerator", "accumulate_grad_batches", "barebones", "benchmark",
-        "callbacks", "check_val_every_n_epoch", "default_root_dir", "detect_anomaly",
-        "deterministic", "devices", "enable_autolog_hparams", "enable_checkpointing",
-        "enable_model_summary", "enable_progress_bar", "fast_dev_run", "gradient_clip_algorithm",
-        "gradient_clip_val", "inference_mode", "limit_predict_batches", "limit_test_batches",
-        "limit_train_batches", "limit_val_batches", "log_every_n_steps", "logger", "max_epochs",
-        "max_steps", "max_time", "min_epochs", "min_steps", "model_registry", "num_nodes",
-        "num_sanity_val_steps", "overfit_batches", "plugins", "precision", "profiler",
-        "reload_dataloaders_every_n_epochs", "strategy", "sync_batchnorm",
-        "use_distributed_sampler", "val_check_interval",
-    }
-)  # fmt: skip
+@cache
+def trainer_keys() -> frozenset[str] | None:
+    """``lightning.Trainer``'s parameters (and ``_target_``), read from the installed
+    Lightning's source: importing Lightning to ask it would cost every command seconds before
+    its config is checked (parsing costs ~35 ms, once). None where the source is not found;
+    Trainer then names a wrong key itself."""
+    spec = find_spec("lightning")  # a top-level name: found, not imported
+    if spec is None or spec.origin is None:
+        return None
+    source = Path(spec.origin).parent / "pytorch" / "trainer" / "trainer.py"
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Trainer":
+            for method in node.body:
+                if isinstance(method, ast.FunctionDef) and method.name == "__init__":
+                    args = method.args
+                    named = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+                    return frozenset({"_target_", *(a.arg for a in named)} - {"self"})
+    return None
 
 
 def unknown_trainer_key(path: str) -> str | None:
     """The line for ``trainer.<key>`` naming no Trainer parameter (``++trainer.max_epoch``)."""
     head, _, rest = path.partition(".")
     key = rest.partition(".")[0]
-    if head != "trainer" or not key or key in TRAINER_KEYS:
+    if head != "trainer" or not key:
         return None
-    close = difflib.get_close_matches(key, sorted(TRAINER_KEYS), n=3, cutoff=0.5)
+    known = trainer_keys()
+    if known is None or key in known:
+        return None
+    close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.5)
     near = f" (nearest: {', '.join(close)})" if close else ""
     return f"trainer.{key} is not a setting of lightning.Trainer{near}; fix the key"
 

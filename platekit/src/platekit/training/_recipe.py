@@ -186,6 +186,13 @@ class TrainRun:
                 log_name=(log_file_names() or ["the log file"])[0],
             )
             log.info("%s", "\n".join(header))
+            if self.resumed is not None:  # in place of Lightning's "Restoring states from ..."
+                log.info(
+                    "resumes %s (epoch %s, step %s)",
+                    self.ckpt_path,
+                    self.resumed.get("epoch", "?"),
+                    self.resumed.get("global_step", "?"),
+                )
         if self.resumed is not None and self.ckpt_path is not None:  # fit reads the one loaded
             hand_over(trainer, self.ckpt_path, self.resumed)
         return trainer
