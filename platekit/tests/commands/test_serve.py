@@ -4,6 +4,7 @@ Good inputs answer as predict answers; bad ones get a 4xx and one line; a load t
 no errors and prints the latency it measured.
 """
 
+import contextlib
 import http.client
 import io
 import json
@@ -452,8 +453,8 @@ def test_clients_that_send_half_a_body_and_leave_cost_one_line_each(
         for _ in range(64):
             with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
                 client.sendall(
-                    b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: 4000\r\n\r\n" + b"[" * 100
+                    b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n" + b"[" * 100
                 )
                 time.sleep(0.05)  # the server is reading the body when the client leaves
         time.sleep(2)  # let the server notice every disconnect
@@ -461,3 +462,80 @@ def test_clients_that_send_half_a_body_and_leave_cost_one_line_each(
         log = up.log.read_text()
     assert "Traceback" not in log, log[-3000:]
     assert log.count("disconnected before sending its whole body") <= 64
+
+
+def exchange(port: int, data: bytes, timeout: float = 20) -> bytes:
+    """Send ``data`` as it is on one connection; everything the server sends until it closes."""
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as client:
+        client.sendall(data)
+        with contextlib.suppress(TimeoutError, ConnectionResetError):
+            while chunk := client.recv(65536):
+                received += chunk
+    return received
+
+
+@pytest.mark.slow
+def test_head_answers_as_get_without_a_body(server: Server) -> None:
+    for path in ("/health", "/metadata"):
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        try:
+            connection.request("HEAD", path)
+            response = connection.getresponse()
+            assert (response.status, response.read()) == (200, b""), path
+            assert response.getheader("content-type") == "application/json"
+            assert int(response.getheader("content-length") or 0) > 0  # GET's length
+        finally:
+            connection.close()
+
+
+@pytest.mark.slow
+def test_a_body_framed_two_ways_is_refused_and_what_follows_is_not_answered(
+    server: Server, digits: dict[str, Any]
+) -> None:
+    body = json.dumps(digits["raw"][:1].tolist()).encode()
+    chunked = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    smuggled = b"GET /metadata HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    request = (
+        b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(chunked)}\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        + chunked
+        + smuggled
+    )
+    answer = exchange(server.port, request)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:300]
+    assert answer.count(b"HTTP/1.1 ") == 1, answer  # the request after it got no answer
+    assert b'{"error":"the request has both Content-Length and Transfer-Encoding' in answer
+    assert "refused: the request has both Content-Length" in server.log.read_text()
+
+
+@pytest.mark.slow
+def test_a_host_that_is_not_a_name_of_the_server_is_refused(server: Server) -> None:
+    """A loopback server answers its loopback names only (DNS rebinding gets a 400)."""
+    status, answer = server.request("GET", "/health", headers={"Host": "rebound.example:8000"})
+    assert status == 400
+    assert answer["error"] == (
+        "Host 'rebound.example' is not a name of this server (127.0.0.1, ::1, localhost); "
+        "serve with host=<the name clients use>, or host=0.0.0.0 for any name"
+    )
+    for name in ("localhost", f"127.0.0.1:{server.port}", f"[::1]:{server.port}", "LOCALHOST"):
+        assert server.request("GET", "/health", headers={"Host": name}) == (
+            200, {"status": "ok"},
+        ), name  # fmt: skip
+    answer = exchange(server.port, b"GET /health HTTP/1.0\r\n\r\n")  # no Host at all
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:300]
+
+
+def test_the_names_a_server_answers_follow_its_host_setting() -> None:
+    guard = module("commands._serving_guard")
+    loopback = {"localhost", "127.0.0.1", "::1"}
+    assert guard.allowed_hosts("127.0.0.1") == loopback
+    assert guard.allowed_hosts("localhost") == loopback
+    assert guard.allowed_hosts("127.0.0.2") == {*loopback, "127.0.0.2"}
+    assert guard.allowed_hosts("0.0.0.0") is None  # every interface: any name
+    assert guard.allowed_hosts("::") is None
+    assert guard.allowed_hosts("192.168.1.5") == {"192.168.1.5"}
+    assert guard.allowed_hosts("Box.LAN") == {"box.lan"}
+    assert [guard.host_name(h) for h in ("a.b:80", "[::1]:8000", "::1", "x")] == [
+        "a.b", "::1", "::1", "x",
+    ]  # fmt: skip

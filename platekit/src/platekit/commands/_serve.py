@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from platekit._errors import UserError
 from platekit.commands._serving_app import build_app
 from platekit.commands._serving_bodies import Limits
+from platekit.commands._serving_guard import allowed_hosts
 from platekit.models._onnx_runner import OnnxRunner
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def serve(cfg: DictConfig) -> None:
         raise UserError(f"model '{path}' does not exist; run the export first (make export)")
     model = OnnxRunner(path, threads=cfg.threads)
     limits = Limits(max_body_bytes=cfg.max_body_bytes, max_image_pixels=cfg.max_image_pixels)
-    app = build_app(model, path, limits, cfg.batch_size)
+    app = build_app(model, path, limits, cfg.batch_size, allowed_hosts(cfg.host))
     check_port_free(cfg.host, cfg.port)
     log.info(
         "serving %s on http://%s:%d (POST /predict, GET /health, GET /metadata)",

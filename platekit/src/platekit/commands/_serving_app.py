@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect
 from platekit._errors import UserError
 from platekit.commands._predict import OUTSIDE, in_batches, prediction_rows
 from platekit.commands._serving_bodies import ACCEPTED, Limits, decode, read_limited
+from platekit.commands._serving_guard import RequestGuard
 from platekit.data._encoding import unseen_rows
 from platekit.data._ranges import SHOWN_ROWS, outside, summary
 from platekit.models._onnx_runner import OnnxRunner
@@ -29,8 +30,15 @@ log = logging.getLogger(__name__)
 UNSEEN = "unseen_categories"  # rows holding a category value training never saw
 
 
-def build_app(model: OnnxRunner, path: Path, limits: Limits, batch_size: int) -> FastAPI:
-    """A FastAPI app answering predictions of ``model`` (read from ``path``)."""
+def build_app(
+    model: OnnxRunner,
+    path: Path,
+    limits: Limits,
+    batch_size: int,
+    allowed: frozenset[str] | None = None,
+) -> FastAPI:
+    """A FastAPI app answering predictions of ``model`` (read from ``path``); requests whose
+    ``Host`` is not in ``allowed`` (None: any) are refused (``_serving_guard.py``)."""
     # Clients see file names, never this machine's paths.
     app = FastAPI(title=f"{path.name} server", description=f"Predictions of {path.name}.")
     card = metadata(model, path, limits)
@@ -61,12 +69,12 @@ def build_app(model: OnnxRunner, path: Path, limits: Limits, batch_size: int) ->
             return JSONResponse({"error": "client disconnected"}, status_code=400)
         return await run_in_threadpool(answer, body, request.headers.get("content-type"), invert)
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])  # HEAD: GET's answer, no body
     async def health() -> dict[str, str]:
         """Up and holding a model."""
         return {"status": "ok"}
 
-    @app.get("/metadata")
+    @app.api_route("/metadata", methods=["GET", "HEAD"])
     async def describe() -> dict[str, Any]:
         """What the model takes and gives, and where it came from."""
         return card
@@ -77,6 +85,7 @@ def build_app(model: OnnxRunner, path: Path, limits: Limits, batch_size: int) ->
     app.add_exception_handler(HTTPException, http_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, invalid_request)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, server_error)
+    app.add_middleware(RequestGuard, allowed=allowed)
     return app
 
 
