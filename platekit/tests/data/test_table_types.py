@@ -16,26 +16,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_tables import readme_lines
+from test_tables import readme_lines, setup
 
 from platekit.data._cells import parse
 
 from support import QUICK, compose_config, module
 
 UserError = module("_errors").UserError
-CsvDataModule = module("data._csv").CsvDataModule
 HEADER = "price,day,member,city,const,label"
 
 
 def table(path: Path, rows: list[str], header: str = HEADER) -> Path:
     path.write_text("\n".join([header, *rows]) + "\n")
     return path
-
-
-def setup(path: Path, **settings: Any) -> Any:
-    datamodule = CsvDataModule(path=str(path), **{"target": "label", **settings})
-    datamodule.setup()
-    return datamodule
 
 
 MEMBER = ("yes", "No", "TRUE", "0", "Y", "false")  # 1, 0, 1, 0, 1, 0
