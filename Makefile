@@ -2,13 +2,14 @@
 # make test: run the template tests (they bake projects and run them).
 # make lock: rewrite the baked requirements.lock after changing a pin.
 # make wheel: rebuild the baked vendor/ wheel of platekit after changing platekit/.
+# make bench: what platekit's loop costs against bare Lightning and plain PyTorch -> build/bench/bench.json.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR := build/demo
 
-.PHONY: demo test test-fast lock wheel clean
+.PHONY: demo test test-fast lock wheel bench clean
 
 # Every package is hash-checked: pip from the bake's pip.lock, then the bake's lock with every
 # answer's lines (tools/bake_pins.py) and the template's tools (requirements-dev.lock). The
@@ -34,6 +35,11 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow"
+
+# A developer benchmark on platekit's fixture project (ARGS="--project DIR" for a bake;
+# --help lists its options); a team's make bench is the bake's own.
+bench: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python platekit/benchmarks/loop_overhead.py --out build/bench $(ARGS)
 
 lock: $(STAMP)
 	$(BIN)/python tools/relock.py

@@ -8,6 +8,7 @@
 import csv
 import json
 import math
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -38,6 +39,8 @@ from platekit.testing import benchmark_loops as loops
 from platekit.training import build_parts
 
 from conftest import PACKAGE, ROOT
+
+CORES = len(os.sched_getaffinity(0))  # the data verdict's cores: this process's
 
 Record = Callable[[str, object], None]
 
@@ -154,10 +157,10 @@ def test_mixed_precision_pays_on_64px_images(
             seed_everything(0, verbose=False)
             datamodule, model, _ = build_parts(cfg)
             torch.cuda.reset_peak_memory_stats()
-            seconds, _ = loops.lightning_loop(
+            timer, _ = loops.timed_fit(
                 cfg, model, datamodule, steps=100, warmup=10, precision=precision
             )
-            figures[f"{precision}.steps_per_s"] = 100 / seconds
+            figures[f"{precision}.steps_per_s"] = timer.rate
             figures[f"{precision}.peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
     speedup = figures[f"{mixed}.steps_per_s"] / figures["32-true.steps_per_s"]
     losses = {}
@@ -243,7 +246,7 @@ def test_in_memory_data_stays_on_the_gpu(tmp_path: Path, record_property: Record
     assert loader.data.inputs.device.type == "cuda"  # moved once, not per step
     inputs, targets = next(iter(loader))
     assert inputs.device.type == targets.device.type == "cuda"
-    seconds = loops.data_loop(datamodule, device, 200)
+    seconds = loops.data_seconds(datamodule, device, 200)
     record_property("batches_per_s", round(200 / seconds, 1))
 
 
@@ -251,7 +254,8 @@ def test_dataloader_path_verdict_and_what_helps(
     image_root: Path, tmp_path: Path, record_property: Record
 ) -> None:
     """The image-folder DataLoader path (workers, pinned memory, non_blocking copies), with
-    augmentation on: batches/s of each setting against the steps/s the model consumes."""
+    augmentation on: batches/s of each setting against the steps/s of the project's loop on
+    batches decoded once and held in memory."""
     device = torch.device("cuda", torch.cuda.current_device())
     options = {
         "root": str(image_root), "image_size": IMAGES, "channels": 3, "batch_size": 128,
@@ -260,11 +264,11 @@ def test_dataloader_path_verdict_and_what_helps(
     cfg = compose_config(tmp_path / "model", [*ON_GPU, *image_overrides(image_root)])
     reference = ImageFolderDataModule(**options, num_workers=0, cache_decoded=True)
     _, model, _ = build_parts(cfg)
-    inputs, targets = loops.train_tensors(reference, device)
-    model_rate = 100 / loops.plain_loop(
-        model.to(device), inputs, targets, batch_size=128, steps=100, warmup=10,
-        precision=mixed_precision(),
-    )  # fmt: skip
+    with loops.quiet_lightning():
+        timer, _ = loops.timed_fit(
+            cfg, model, reference, steps=100, warmup=10, precision=mixed_precision()
+        )
+    model_rate = timer.rate
     settings = {
         "workers 0": {"num_workers": 0},
         "workers 2": {"num_workers": 2},
@@ -281,8 +285,9 @@ def test_dataloader_path_verdict_and_what_helps(
         assert loader.pin_memory  # host batches are pinned, so the copy can overlap compute
         batch = datamodule.transfer_batch_to_device(next(iter(loader)), device, 0)
         assert batch[0].device.type == "cuda"
-        seconds = loops.data_loop(datamodule, device, 40)
-        rows[name] = data_verdict(40 / seconds, model_rate)
+        seconds = loops.data_seconds(datamodule, device, 40)
+        workers = setting["num_workers"]
+        rows[name] = data_verdict(40 / seconds, model_rate, workers=workers, cores=CORES)
         print(f"[gpu] data path {name}: {rows[name]['batches_per_s']:.1f} batches/s, "
               f"model {model_rate:.1f} steps/s: {rows[name]['verdict']}")  # fmt: skip
     for name, row in rows.items():

@@ -36,7 +36,7 @@ from lightning import Callback, LightningModule, Trainer
 from omegaconf import DictConfig
 
 from platekit._project import Project, current
-from platekit.commands import _bench_loops as benchmark_loops  # noqa: F401  (the GPU tier's loops)
+from platekit.commands import _bench as benchmark_loops  # noqa: F401  (bench's timed loops, for the GPU tier)
 from platekit.commands._bench import data_verdict as data_verdict
 
 # Small and quick, yet a real run: 3 epochs over the full data. The csv logger whatever the

@@ -33,7 +33,7 @@ save_checkpoint = module("checkpoints._io").save_checkpoint
 # Names that lead to code through an allowed prefix, or outside every prefix.
 WALKS = [
     "platekit.commands._rundir.shutil.copyfile",
-    "platekit.commands._bench_commands.subprocess.Popen",
+    "platekit.commands._sweep.subprocess.Popen",
     f"{PACKAGE}.data.digits.torch.save",  # through the project's own package
     "torch.nn.functional.torch.save",
     "torch.optim.optimizer.torch.save",
@@ -255,7 +255,7 @@ def test_no_route_to_code_under_the_allowed_roots_resolves() -> None:
     for name in (
         "models._task_module",
         "data._csv",
-        "commands._bench_commands",
+        "commands._sweep",
         "commands._rundir",
     ):
         module(name)  # the package's modules, imported as a run imports them

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,29 @@ doctor = module("doctor")
 def test_a_version_off_its_pin_fails_with_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(doctor, "pins", lambda: {"torch": "0.0.1", "lightning": "2.6.6"})
+    lightning = metadata.version("lightning")
+    pinned = {"torch": "0.0.1", "lightning": lightning, "no-such-dist": "1.0"}
+    monkeypatch.setattr(doctor, "pins", lambda: pinned)
     checks = {c.name: c for c in doctor.check_versions()}
-    assert checks["torch"].status == "fail"
-    assert checks["torch"].fix == "pip install torch==0.0.1 (or make setup)"
-    assert checks["hydra"].status == "skip"
+    torch_version = metadata.version("torch")
+    assert checks["pins"].status == "fail"
+    assert checks["pins"].detail == (
+        f"no-such-dist missing, pinned 1.0; torch {torch_version}, pinned 0.0.1"
+    )
+    assert checks["pins"].fix == "pip install no-such-dist==1.0 torch==0.0.1 (or make setup)"
+    monkeypatch.setattr(doctor, "pins", lambda: {"lightning": lightning})
+    [_, pins] = doctor.check_versions()
+    assert (pins.status, pins.detail) == ("ok", "1 package as pyproject.toml pins them")
+
+
+def test_every_version_is_left_to_torchs_environment_report(tmp_path: Path) -> None:
+    result = run_cli("doctor", "--env", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "PyTorch version:" in result.stdout  # torch.utils.collect_env's report
+    assert "Is debug build:" in result.stdout
+    as_json = run_cli("doctor", "--env", "--json", cwd=tmp_path)
+    assert "PyTorch version:" in as_json.stderr  # stdout stays the checks' JSON
+    assert {c["name"] for c in json.loads(as_json.stdout)} >= {"python", "pins"}
 
 
 @pytest.mark.slow
@@ -29,7 +48,7 @@ def test_doctor_passes_here_and_prints_json(tmp_path: Path) -> None:
     result = run_cli("doctor", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     checks = {c["name"]: c for c in json.loads(result.stdout)}
-    expected = {"python", "torch", "lightning", "hydra", "device cpu", "precision cpu"}
+    expected = {"python", "pins", "device cpu", "precision cpu"}
     expected |= {"backend gloo", "seeded draws", "seeded DataLoader", "deterministic cpu"}
     assert expected <= set(checks)
     assert all(c["status"] in ("ok", "skip") for c in checks.values())

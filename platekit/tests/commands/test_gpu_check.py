@@ -1,5 +1,6 @@
 """make gpu-check on a machine without CUDA: every check skipped with its reason, exit 0."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from support import ROOT, read_json
+from support import ROOT, compose_config, module, read_json
 
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
 
@@ -48,3 +49,28 @@ def test_missing_pins_come_from_the_lock_and_never_name_torch() -> None:
     for pin in result.stdout.split():
         assert pin in lock
         assert not pin.startswith(("torch==", "nvidia-", "triton=="))
+
+
+@pytest.mark.slow
+def test_the_reports_bench_figures_are_steps_per_s_per_precision_and_the_data_verdict(
+    tmp_path: Path,
+) -> None:
+    """gpu-check reads make bench's bench.json: the trained precision's steps/s, each other
+    precision tried (from its measured ratio) and whether the data path holds steps up."""
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    quick = ["bench.steps=2", "bench.warmup=1", "bench.rounds=1", "bench.data_batches=2"]
+    results = module("bench").bench(
+        compose_config(tmp_path, [*quick, "trainer.accelerator=cpu"], "bench")
+    )
+    figures = gpu_check.bench_figures({"results": results})
+    rate = results["step"]["steps_per_s"]
+    [mixed] = [t for t in results["tried"] if t["override"].startswith("trainer.precision=")]
+    assert figures == {
+        "32-true steps/s": rate,
+        "data": results["data"]["verdict"],
+        "bf16-mixed steps/s": pytest.approx(rate * mixed["ratio"]),
+    }

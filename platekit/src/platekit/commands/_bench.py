@@ -1,69 +1,70 @@
-"""Benchmark the training loop on this machine; print a table and write ``bench.json``.
+"""How fast this project trains on this machine, and which setting makes it faster.
 
-python -m <package>.bench                                    # default model, data and device
-python -m <package>.bench model=mlp data.batch_size=128 bench.steps=500 trainer=cpu
+python -m <package>.bench                       # the default model and data
+python -m <package>.bench data=csv model=mlp    # the same overrides as train
 
-Sections: the project's Lightning loop against a plain PyTorch loop, the data path alone,
-time to first step, peak memory and, on CUDA, fp32 against mixed precision.
+Times the project's own loop (its Trainer, callbacks and data path, as ``train`` runs it,
+without validation or checkpoint files) and the data path alone, then tries each setting
+that can speed a run up here (a larger batch, worker processes or none, decoding once,
+mixed precision) against the current settings, in rounds of alternated runs. A setting faster
+in every round is advised with the speed it measured (``data.num_workers=1: 1.8x steps/s``).
+Prints a table and writes ``bench.json`` in the run directory.
 """
 
 import copy
 import logging
 import math
-import os
-import platform
 import statistics
-from collections.abc import Callable
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
-import lightning
 import torch
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
-from lightning import LightningDataModule, LightningModule
-from lightning.pytorch.callbacks import ProgressBar
-from omegaconf import DictConfig
+from lightning import Callback, LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
+from omegaconf import DictConfig, OmegaConf
 
 from platekit._errors import UserError
 from platekit._files import write_json
-from platekit.commands._bench_commands import measure_commands
-from platekit.commands._bench_loops import (
-    CLOCKS,
-    Clock,
-    boundary_loop,
-    data_loop,
-    lightning_loop,
-    plain_loop,
-    quiet_lightning,
-    train_batch_size,
-    train_tensors,
-)
-from platekit.commands._bench_report import table
-from platekit.commands._bench_startup import measure_startup
-from platekit.commands._bench_stats import CONFIDENCE, INCONCLUSIVE, PairedRatio
+from platekit.config._threads import Threads, apply_threads, available_cores, choose_threads
+from platekit.training._history import MetricHistory
 from platekit.training._summary import peak_memory_mb
-from platekit.training._trainer import build_parts, model_for, prepare_run
+from platekit.training._trainer import build_parts, build_trainer, model_for, prepare_run
 
 log = logging.getLogger(__name__)
 
-# The target: the project loop's steps/s over bare Lightning's (what the project adds to
-# Lightning). Against the plain loop the ratio is information: it includes Lightning's
-# own cost, which no project setting removes (about 0.87 for the default CNN, 1 thread).
-TARGET_OVER_BARE = 0.97
-TARGET_ABOVE_IMPORT_S = 1.5  # time to first step minus `python -c "import lightning"`
-TARGET_BOUNDARY_STEPS = 2.0  # an epoch boundary's extra time, in steps of the model
-DEFAULT_MAX_PAIRS = 20  # rounds of the loop comparison at most, unless bench.max_pairs says
-# Without workers a step waits for its batch: data-bound when the data path takes this share
-# of each step or more (making it free would then speed training up by a third or more).
+Clock = Callable[[], float]
+NEVER = 1_000_000  # check_val_every_n_epoch that keeps validation out of the timed steps
+# A setting is advised when it is faster in every round and by this much in the median:
+# smaller gains are within what a busy machine varies between runs.
+ADVISE_AT = 1.05
+# A setting slower than this many times the current one is timed over fewer steps.
+SLOWER_CUT = 3.0
+# Without workers a step waits for its batch: data-bound when making the batch takes this
+# share of each step or more (making it free would then speed training up by a third).
 DATA_BOUND_SHARE = 0.25
 
 
+@dataclass(frozen=True)
+class Trial:
+    """One setting to try: the override a user would write, and what it speeds up."""
+
+    override: str  # e.g. ``data.num_workers=1``
+    per: str  # "steps/s", or "samples/s" where the batch size changes
+    note: str = ""  # said with the advice (what else the setting changes)
+
+
 def bench(cfg: DictConfig) -> dict[str, Any]:
-    """Run every section; write ``bench.json`` in the run directory; return its content."""
+    """Time the current settings and each trial; write ``bench.json``; return its content."""
     check_options(cfg.bench)
     run_dir = prepare_run(cfg)
+    cfg = without_progress_bars(cfg)
     with quiet_lightning():
-        results = run_sections(cfg)
+        results = measure(cfg)
     write_json(run_dir / "bench.json", results)
     for line in table(results):
         log.info(line)
@@ -71,234 +72,355 @@ def bench(cfg: DictConfig) -> dict[str, Any]:
     return results
 
 
-def run_sections(cfg: DictConfig) -> dict[str, Any]:
-    """Every figure of the benchmark, grouped by section."""
+def measure(cfg: DictConfig) -> dict[str, Any]:
     options = cfg.bench
-    cfg = without_progress_bars(cfg)
     datamodule, model, info = build_parts(cfg)
     initial = copy.deepcopy(model.state_dict())
 
-    def fresh_model() -> LightningModule:
-        """A new model with the same initial weights, so every run starts alike."""
+    def fresh() -> LightningModule:
+        """The same net with the same initial weights, so every run starts alike."""
         built = model_for(cfg, datamodule, info)
         built.load_state_dict(initial)
         return built
 
-    # A short warm-up run picks the device and precision and sets the global flags a
-    # real run sets (e.g. deterministic algorithms), so both loops run under them.
-    _, trainer = lightning_loop(cfg, fresh_model(), datamodule, steps=1, warmup=options.warmup)
-    device, precision = trainer.strategy.root_device, trainer.precision
-    clock = pick_clock(options.clock, device)
-    loop = compare_loops(cfg, fresh_model, datamodule, device, precision, clock)
-    loop["target_over_bare"] = TARGET_OVER_BARE
-    data_seconds = data_loop(datamodule, device, options.data_batches, clock)
+    # A first run picks the device and precision, as a run would, and warms the caches; a
+    # setting that runs far slower is timed over the steps that fit in a few times its time.
+    apply_threads(threads_of(cfg))
+    first, trainer = timed_fit(cfg, fresh(), datamodule, steps=options.steps, warmup=options.warmup)
+    device, precision = trainer.strategy.root_device, str(trainer.precision)
+    budget_s = SLOWER_CUT * first.seconds
+
+    def steps_per_s(run_cfg: DictConfig, module: LightningDataModule) -> float:
+        apply_threads(threads_of(run_cfg))
+        timer, _ = timed_fit(run_cfg, fresh(), module, steps=options.steps,
+                             warmup=options.warmup, budget_s=budget_s)  # fmt: skip
+        return timer.rate
+
+    batch = batch_size(cfg, datamodule)
+    trials = candidates(cfg, datamodule, device, precision)
+    variants = [with_override(cfg, trial.override) for trial in trials]
+    runs = [(cfg, datamodule), *((variant, build_parts(variant)[0]) for variant in variants)]
+    # Each round times the current settings and every trial once, in an order that turns
+    # round by round, so a machine whose speed drifts slows each of them alike; a trial's
+    # ratios are taken against the current settings' run of the same round.
+    rounds = []
+    for index in range(options.rounds):
+        order = [(index + offset) % len(runs) for offset in range(len(runs))]
+        rates = {which: steps_per_s(*runs[which]) for which in order}
+        rounds.append([rates[which] for which in range(len(runs))])
+    current = [rates[0] for rates in rounds]
+    tried = []
+    for which, (trial, variant) in enumerate(zip(trials, variants, strict=True), start=1):
+        scale = batch_size(variant, runs[which][1]) / batch if trial.per == "samples/s" else 1.0
+        tried.append(judged(trial, [scale * rates[which] / rates[0] for rates in rounds]))
+    apply_threads(threads_of(cfg))
+    rate = statistics.median(current)
     data = data_verdict(
-        options.data_batches / data_seconds,
-        loop["plain_steps_per_s"],
+        options.data_batches / data_seconds(datamodule, device, options.data_batches),
+        rate,
         workers=loader_workers(datamodule),
-        cores=usable_cores(),
-        helps=data_settings_that_help(datamodule),
+        cores=available_cores(),
     )
-    boundary = epoch_boundary(cfg, fresh_model(), datamodule, options.boundary_epochs, clock)
-    memory = peak_memory(device)
-    commands = None
-    if options.command_runs > 0:
-        commands = measure_commands(task_overrides(), options.command_runs)
-    startup = None
-    if options.startup_runs > 0:
-        startup = measure_startup(task_overrides(), options.startup_runs, options.clock)
-        startup["target_above_s"] = TARGET_ABOVE_IMPORT_S
+    memory = peak_memory_mb()
     return {
         "setup": {
             "device": str(device),
-            "device_name": device_name(device),
             "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "lightning": lightning.__version__,
             "model": cfg.model.net._target_.rsplit(".", 1)[-1],
-            "batch_size": train_batch_size(datamodule),
+            "batch_size": batch,
+            "num_workers": loader_workers(datamodule),
             "precision": precision,
             "steps": options.steps,
-            "warmup": options.warmup,
-            "repeats": options.repeats,
-            "max_pairs": max_pairs(options),
-            "clock": options.clock,
+            "rounds": options.rounds,
         },
-        "loop": loop,
+        "step": {
+            "steps_per_s": rate,
+            "samples_per_s": rate * batch,
+            "ms": 1e3 / rate,
+            "runs": len(current),
+        },
         "data": data,
-        "epoch_boundary": boundary,
-        "first_step": startup,
-        "commands": commands,
-        "memory": memory,
-        "precision": (
-            compare_precisions(cfg, fresh_model, datamodule, device)
-            if device.type == "cuda"
+        "tried": tried,
+        "advice": [entry for entry in tried if entry["verdict"] == "faster"],
+        "memory": {
+            "measure": "max_memory_allocated" if device.type == "cuda" else "peak RSS",
+            "peak_mb": memory["cuda"] if device.type == "cuda" else memory["host"],
+        },
+    }
+
+
+def candidates(
+    cfg: DictConfig, datamodule: LightningDataModule, device: torch.device, precision: str
+) -> list[Trial]:
+    """The settings worth trying for this data module on this device, at ``precision``."""
+    data = cfg.data
+    settings = getattr(datamodule, "hparams", {})
+    batch, rows = data.get("batch_size"), train_rows(datamodule)
+    workers, cores = data.get("num_workers"), available_cores()
+    threads = threads_of(cfg).count
+    mixed = "bf16-mixed" if device.type == "cpu" or torch.cuda.is_bf16_supported() else "16-mixed"
+    trials = [
+        Trial(
+            f"data.batch_size={2 * batch}",
+            "samples/s",
+            "a larger batch changes training: check optimizer.lr and the metrics",
+        )
+        if isinstance(batch, int) and (rows is None or 2 * batch <= rows)
+        else None,
+        # Worker processes pay off when making a batch is work; in-memory rows are sliced
+        # fastest in the training process itself.
+        (
+            Trial(f"data.num_workers={min(2, cores - 1)}", "steps/s")
+            if workers == 0 and cores > 1
+            else Trial("data.num_workers=0", "steps/s")
+            if isinstance(workers, int) and workers > 0
             else None
         ),
-    }
+        Trial("data.cache_decoded=true", "steps/s", "decoded samples are held in memory")
+        if settings.get("cache_decoded") is False
+        else None,
+        (
+            Trial(f"trainer.precision={mixed}", "steps/s", "check the metrics against 32-true")
+            if precision in ("32", "32-true")
+            else Trial("trainer.precision=32-true", "steps/s")
+        ),
+        Trial(f"threads={cores}", "steps/s") if device.type == "cpu" and threads < cores else None,
+    ]
+    return [trial for trial in trials if trial is not None]
 
 
-def compare_loops(
-    cfg: DictConfig,
-    fresh_model: Callable[[], LightningModule],
-    datamodule: LightningDataModule,
-    device: torch.device,
-    precision: str,
-    clock: Clock,
-) -> dict[str, Any]:
-    """Steps/s of the plain loop, the project loop and bare Lightning, pair by pair.
-
-    Bare Lightning is the same model and data with no callbacks, loggers or checkpoints:
-    the part of the overhead that no project setting removes. Each round runs the three
-    loops in turn (the project and bare loops swap order every round); each ratio is taken
-    within its round, so a machine whose speed drifts between rounds skews it less. Rounds
-    go on from ``bench.repeats`` up to ``bench.max_pairs`` until the interval of the median
-    project / bare ratio lies wholly on one side of the target (``commands/_bench_stats.py``).
-    """
-    options = cfg.bench
-    inputs, targets = train_tensors(datamodule, device)
-    plain: list[float] = []
-    real: list[float] = []
-    bare: list[float] = []
-    for pair in range(max(max_pairs(options), options.repeats)):
-        seconds = plain_loop(
-            fresh_model().to(device),
-            inputs,
-            targets,
-            batch_size=train_batch_size(datamodule),
-            steps=options.steps,
-            warmup=options.warmup,
-            precision=precision,
-            clock=clock,
-        )
-        plain.append(options.steps / seconds)
-        for is_bare in (False, True) if pair % 2 == 0 else (True, False):
-            rate = project_rate(cfg, fresh_model, datamodule, clock=clock, bare=is_bare)
-            (bare if is_bare else real).append(rate)
-        judged = PairedRatio.of(ratios(bare, real), TARGET_OVER_BARE)
-        if len(real) >= options.repeats and judged.verdict != INCONCLUSIVE:
-            break
-    over_bare = PairedRatio.of(ratios(bare, real), TARGET_OVER_BARE)
-    bare_over_plain = PairedRatio.of(ratios(plain, bare), 1.0)
+def judged(trial: Trial, ratios: list[float]) -> dict[str, Any]:
+    """A trial's median speed-up over the current settings and whether to advise it."""
+    median = statistics.median(ratios)
+    faster = min(ratios) > 1 and median >= ADVISE_AT
+    slower = max(ratios) < 1 and median <= 1 / ADVISE_AT
     return {
-        "plain_steps_per_s": statistics.median(plain),
-        "lightning_steps_per_s": statistics.median(real),
-        "ratio": median_ratio(plain, real),
-        "overhead_us_per_step": median_overhead_us(plain, real),
-        "bare_lightning_steps_per_s": statistics.median(bare),
-        "bare_ratio": bare_over_plain.median,
-        "bare_ratio_interval": finite(bare_over_plain.low, bare_over_plain.high),
-        "over_bare_ratio": over_bare.median,
-        "over_bare_interval": finite(over_bare.low, over_bare.high),
-        "over_bare_verdict": over_bare.verdict,
-        "confidence": CONFIDENCE,
-        "pairs": len(real),
-        "over_bare_us_per_step": median_overhead_us(bare, real),
-        "plain_runs": plain,
-        "lightning_runs": real,
-        "bare_lightning_runs": bare,
+        "override": trial.override,
+        "per": trial.per,
+        "ratio": median,
+        "ratios": ratios,
+        "verdict": "faster" if faster else "slower" if slower else "no clear difference",
+        "note": trial.note,
     }
 
 
-def max_pairs(options: DictConfig) -> int:
-    """``bench.max_pairs``; a bench.yaml written before it existed gets the default."""
-    return int(options.get("max_pairs", DEFAULT_MAX_PAIRS))
-
-
-def ratios(reference: list[float], other: list[float]) -> list[float]:
-    """``other / reference`` round by round."""
-    return [o / r for r, o in zip(reference, other, strict=True)]
-
-
-def finite(low: float, high: float) -> list[float] | None:
-    """An interval as JSON holds it: None when too few pairs bound it."""
-    return None if math.isinf(low) or math.isinf(high) else [low, high]
-
-
-def project_rate(
-    cfg: DictConfig,
-    fresh_model: Callable[[], LightningModule],
-    datamodule: LightningDataModule,
-    **variant: Any,
-) -> float:
-    """Steps/s of one project-loop run on a fresh model; ``variant``: ``lightning_loop`` options."""
-    options = cfg.bench
-    seconds, _ = lightning_loop(
-        cfg, fresh_model(), datamodule, steps=options.steps, warmup=options.warmup, **variant
-    )
-    return options.steps / seconds
-
-
-def median_ratio(plain: list[float], other: list[float]) -> float:
-    """Median over rounds of one loop's steps/s over the plain loop's in the same round."""
-    return statistics.median(ratios(plain, other))
-
-
-def median_overhead_us(plain: list[float], other: list[float]) -> float:
-    """Median over repeats of the extra microseconds per step over the plain loop."""
-    return statistics.median((1 / o - 1 / p) * 1e6 for p, o in zip(plain, other, strict=True))
-
-
-def epoch_boundary(
+def timed_fit(
     cfg: DictConfig,
     model: LightningModule,
     datamodule: LightningDataModule,
-    epochs: int,
-    clock: Clock,
-) -> dict[str, Any]:
-    """What an epoch's end and the next one's start cost beyond an ordinary step, in steps."""
-    timer = boundary_loop(cfg, model, datamodule, epochs=epochs, clock=clock)
-    step = statistics.median(timer.steps) if timer.steps else float("nan")
-    boundary = statistics.median(timer.boundaries) if timer.boundaries else float("nan")
-    extra_steps = (boundary - step) / step if step > 0 else float("nan")
-    return {
-        "epochs": epochs,
-        "steps_per_epoch": len(timer.steps) // epochs + 1 if epochs else 0,
-        "step_ms": step * 1e3,
-        "boundary_ms": boundary * 1e3,
-        "extra_steps": extra_steps,
-        "target_extra_steps": TARGET_BOUNDARY_STEPS,
-    }
-
-
-def data_verdict(
-    rate: float,
-    model_rate: float,
     *,
-    workers: int | None = None,
-    cores: int | None = None,
-    helps: list[str] | None = None,
-) -> dict[str, Any]:
-    """Is training held up by its data? ``rate``: batches/s of the train data path alone;
-    ``model_rate``: steps/s of the model alone on batches already in memory (the plain loop).
+    steps: int,
+    warmup: int,
+    budget_s: float = math.inf,
+    clock: Clock = time.perf_counter,
+    **trainer_overrides: Any,
+) -> tuple["StepClock", Trainer]:
+    """``steps`` steps (after ``warmup``) of the project's own Trainer, callbacks and loggers,
+    timed; fewer where they take more than ``budget_s``. Only what timing needs is changed: a
+    step budget instead of epochs, and neither validation nor a checkpoint file inside the
+    timed steps."""
+    timer = StepClock(warmup, steps, clock, budget_s)
+    trainer = build_trainer(
+        cfg,
+        callbacks=[MetricHistory(), timer],
+        task=getattr(model, "task", None),
+        max_steps=warmup + steps,
+        max_epochs=-1,
+        check_val_every_n_epoch=NEVER,
+        num_sanity_val_steps=0,
+        enable_progress_bar=False,
+        announce_precision=False,  # the table's first line shows it, once
+        **trainer_overrides,
+    )
+    for callback in trainer.checkpoint_callbacks:
+        if isinstance(callback, ModelCheckpoint):
+            callback.save_last = False  # its hooks still run, but it writes no file
+    trainer.fit(model, datamodule=datamodule)
+    return timer, trainer
 
-    With no workers (``workers=0``) each step first makes its batch, then computes: the
-    data's share of a step is ``t_data / (t_data + t_model)``, and the run is data-bound
-    when it reaches ``DATA_BOUND_SHARE``. With workers the two overlap, but the training
-    process keeps one of the ``cores``: the data path alone was measured with
+
+class StepClock(Callback):
+    """Time training steps ``warmup + 1`` to ``warmup + steps`` of a fit, and stop the fit at
+    the first step that ends past ``budget_s`` of timed steps."""
+
+    def __init__(self, warmup: int, steps: int, clock: Clock, budget_s: float = math.inf) -> None:
+        self.clock, self.warmup, self.steps, self.budget_s = clock, warmup, steps, budget_s
+        self.count = 0
+        self.started = 0.0
+        self.seconds = math.nan
+        self.timed = 0
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, index: int
+    ) -> None:
+        self.count += 1
+        if self.count < self.warmup:
+            return
+        synchronize(pl_module.device)
+        now = self.clock()
+        if self.count == self.warmup:
+            self.started = now
+            return
+        self.timed, self.seconds = self.count - self.warmup, now - self.started
+        if self.seconds > self.budget_s:
+            trainer.should_stop = True
+
+    @property
+    def rate(self) -> float:
+        """Timed steps per second."""
+        return self.timed / self.seconds
+
+
+def data_seconds(
+    datamodule: LightningDataModule,
+    device: torch.device,
+    batches: int,
+    clock: Clock = time.perf_counter,
+) -> float:
+    """Seconds the train data path takes to deliver ``batches`` batches onto ``device`` alone:
+    the data module's train loader, a new epoch set on its sampler, its transfer hook."""
+    loader = datamodule.train_dataloader()
+    set_epoch = getattr(getattr(loader, "sampler", None), "set_epoch", None)
+    delivered, epoch = 0, 0
+    synchronize(device)
+    started = clock()
+    while delivered < batches:
+        if set_epoch is not None:
+            set_epoch(epoch)
+        for batch in loader:
+            datamodule.transfer_batch_to_device(batch, device, 0)
+            delivered += 1
+            if delivered == batches:
+                break
+        epoch += 1
+    synchronize(device)
+    return clock() - started
+
+
+def data_verdict(rate: float, step_rate: float, *, workers: int, cores: int) -> dict[str, Any]:
+    """Is training held up by its data? ``rate``: batches/s of the train data path alone;
+    ``step_rate``: steps/s of the whole loop.
+
+    Without workers each step first makes its batch: the data's share of a step is
+    ``step_rate / rate``, data-bound from ``DATA_BOUND_SHARE``. With workers the two overlap,
+    but training keeps one of the ``cores``: the data path was measured with
     ``min(workers, cores)`` of them and gets ``min(workers, cores - 1)`` while training, so
-    its rate is scaled by that; the run is data-bound when the data then delivers fewer
-    batches/s than the model takes. ``workers=None``: overlapping, on cores to spare.
-    ``helps``: settings to try, kept when the verdict is data-bound.
+    its rate is scaled by that; data-bound when it then makes under 1.25 batches a step.
     """
-    if workers is not None and workers > 0 and cores is not None:
-        free = min(workers, cores - 1)
-        rate = rate * free / min(workers, cores) if free > 0 else rate
-        workers = workers if free > 0 else 0  # no core to spare: the data waits its turn
-    data_s, model_s = 1 / rate, 1 / model_rate
-    if workers == 0:
-        share = data_s / (data_s + model_s)
-        bound = share >= DATA_BOUND_SHARE
+    free = min(workers, cores - 1)
+    if workers > 0 and free > 0:
+        rate = rate * free / min(workers, cores)
+        share = min(1.0, step_rate / rate)  # of the data path's capacity each step uses
+        bound = rate < 1.25 * step_rate
     else:
-        share = max(0.0, 1 - model_s / data_s)  # of each step spent waiting for data
-        bound = rate < model_rate
+        share = min(1.0, step_rate / rate)  # of each step spent making its batch
+        bound = share >= DATA_BOUND_SHARE
     return {
         "batches_per_s": rate,
-        "model_steps_per_s": model_rate,
+        "steps_per_s": step_rate,
+        "workers": workers,
         "data_share": share,
         "verdict": "data-bound" if bound else "compute-bound",
-        "helps": (helps or []) if bound else [],
     }
+
+
+def table(results: dict[str, Any]) -> list[str]:
+    """What ``bench`` prints: the setup, the step, the data path, each trial, the advice."""
+    setup, step, data = results["setup"], results["step"], results["data"]
+    lines = [
+        f"bench: {setup['model']} on {setup['device']} ({plural(setup['threads'], 'thread')}), "
+        f"batch {setup['batch_size']}, {plural(setup['num_workers'], 'worker')}, "
+        f"{setup['precision']}",
+        row(
+            "step",
+            f"{step['ms']:.2f} ms: {step['steps_per_s']:.1f} steps/s, "
+            f"{step['samples_per_s']:,.0f} samples/s (median of {step['runs']} runs of "
+            f"{setup['steps']} steps)",
+        ),
+        row("data path alone", data_text(data)),
+    ]
+    if results["tried"]:
+        lines.append(
+            f"tried against the current settings, {setup['rounds']} rounds of alternated runs"
+        )
+    for entry in results["tried"]:
+        spread = f"{min(entry['ratios']):.2f}-{max(entry['ratios']):.2f}"
+        lines.append(
+            row(
+                entry["override"],
+                f"{entry['ratio']:.2f}x {entry['per']} ({spread}): {entry['verdict']}",
+            )
+        )
+    for entry in results["advice"]:
+        note = f" ({entry['note']})" if entry["note"] else ""
+        lines.append(f"advice: {entry['override']}: {entry['ratio']:.2f}x {entry['per']}{note}")
+    if not results["advice"]:
+        lines.append("advice: keep the current settings: nothing tried was faster in every round")
+    memory = results["memory"]
+    lines.append(row(memory["measure"], f"{memory['peak_mb']:.0f} MiB"))
+    return lines
+
+
+def data_text(data: dict[str, Any]) -> str:
+    per_batch = 1e3 / data["batches_per_s"]
+    if data["workers"] == 0:
+        use = f"{data['data_share']:.0%} of a step"
+    else:
+        use = f"{data['data_share']:.0%} of what {data['workers']} workers deliver"
+    bound = data["verdict"] == "data-bound"
+    why = "the data path is the bottleneck" if bound else "faster data would not help much"
+    return f"{per_batch:.2f} ms a batch: {use} ({data['verdict']}: {why})"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def row(label: str, value: str) -> str:
+    return f"  {label:<30} {value}"
+
+
+@contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Hide what Lightning says on every fit: the benchmark runs many of them."""
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*exists and is not empty")
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued device work, so a clock read after it is honest."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def with_override(cfg: DictConfig, override: str) -> DictConfig:
+    """A copy of ``cfg`` with one ``key=value`` override applied."""
+    key, value = override.split("=", 1)
+    variant = copy.deepcopy(cfg)
+    OmegaConf.update(variant, key, OmegaConf.create(f"value: {value}").value)
+    return variant
+
+
+def batch_size(cfg: DictConfig, datamodule: LightningDataModule) -> int:
+    """The training batch size: the config's setting, else the first batch's length."""
+    configured = cfg.data.get("batch_size")
+    if isinstance(configured, int):
+        return configured
+    return len(next(iter(datamodule.train_dataloader()))[0])
+
+
+def train_rows(datamodule: LightningDataModule) -> int | None:
+    targets = getattr(datamodule, "targets", None)
+    return len(targets("train")) if callable(targets) else None
 
 
 def loader_workers(datamodule: LightningDataModule) -> int:
@@ -306,83 +428,10 @@ def loader_workers(datamodule: LightningDataModule) -> int:
     return int(getattr(datamodule.train_dataloader(), "num_workers", 0))
 
 
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def data_settings_that_help(datamodule: LightningDataModule) -> list[str]:
-    """The data module's own settings that speed its data path up, as overrides to try."""
-    settings = getattr(datamodule, "hparams", {})
-    helps = []
-    if settings.get("cache_decoded") is False:
-        helps.append("data.cache_decoded=true (decode each sample once, at setup)")
-    workers, cores = settings.get("num_workers"), usable_cores()
-    if isinstance(workers, int) and workers < cores - 1:
-        more = min(max(2 * workers, 2), cores - 1)
-        helps.append(f"data.num_workers={more} (now {workers}; {cores} cores here)")
-    return helps or ["a faster data path: the data module's decoding and augmentation"]
-
-
-def compare_precisions(
-    cfg: DictConfig,
-    fresh_model: Callable[[], LightningModule],
-    datamodule: LightningDataModule,
-    device: torch.device,
-) -> dict[str, dict[str, float]]:
-    """Steps/s and peak memory of the project loop in fp32 and in mixed precision (CUDA)."""
-    options = cfg.bench
-    mixed = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-    runs: dict[str, list[tuple[float, float]]] = {"32-true": [], mixed: []}
-    for _ in range(options.repeats):
-        for precision, figures in runs.items():
-            torch.cuda.reset_peak_memory_stats(device)
-            rate = project_rate(cfg, fresh_model, datamodule, precision=precision)
-            figures.append((rate, torch.cuda.max_memory_allocated(device)))
-    return {
-        precision: {
-            "steps_per_s": statistics.median(rate for rate, _ in figures),
-            "peak_mb": max(peak for _, peak in figures) / 2**20,
-        }
-        for precision, figures in runs.items()
-    }
-
-
-def peak_memory(device: torch.device) -> dict[str, Any]:
-    """Peak device memory on CUDA, else the process's peak resident set size."""
-    peak = peak_memory_mb()
-    if device.type == "cuda":
-        return {"measure": "max_memory_allocated", "peak_mb": peak["cuda"]}
-    return {"measure": "peak RSS", "peak_mb": peak["host"]}
-
-
-def check_options(options: DictConfig) -> None:
-    """Reject counts the benchmark cannot run with, naming the fix."""
-    minimums = (("steps", 1), ("warmup", 1), ("repeats", 1), ("max_pairs", 1), ("data_batches", 1))
-    for name, least in (*minimums, ("boundary_epochs", 2)):
-        if options.get(name, least) < least:
-            raise UserError(f"bench.{name}={options[name]} must be >= {least}; raise it")
-    if options.clock not in CLOCKS:
-        raise UserError(
-            f"bench.clock={options.clock} is not a clock; use one of {', '.join(CLOCKS)}"
-        )
-    for name in ("startup_runs", "command_runs"):
-        if options[name] < 0:
-            raise UserError(f"bench.{name}={options[name]} must be >= 0 (0 skips that section)")
-
-
-def pick_clock(name: str, device: torch.device) -> Clock:
-    if name == "cpu" and device.type != "cpu":
-        raise UserError(
-            f"bench.clock=cpu counts CPU time, which misses work on {device}; "
-            "use bench.clock=wall there"
-        )
-    return CLOCKS[name]
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return platform.processor() or platform.machine()
+def threads_of(cfg: DictConfig) -> Threads:
+    """The thread count a training run of ``cfg`` would use."""
+    trainer = cfg.trainer
+    return choose_threads(cfg.get("threads"), trainer.get("devices"), trainer.get("accelerator"))
 
 
 def without_progress_bars(cfg: DictConfig) -> DictConfig:
@@ -394,8 +443,8 @@ def without_progress_bars(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def task_overrides() -> list[str]:
-    """The command line's overrides that a training run understands (no ``bench.*``)."""
-    if not HydraConfig.initialized():
-        return []
-    return [o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith("bench.")]
+def check_options(options: DictConfig) -> None:
+    """Reject counts the benchmark cannot run with, naming the fix."""
+    for name, least in (("steps", 1), ("warmup", 1), ("rounds", 1), ("data_batches", 1)):
+        if options[name] < least:
+            raise UserError(f"bench.{name}={options[name]} must be >= {least}; raise it")

@@ -1,7 +1,11 @@
-"""Check the environment a run depends on: versions, devices, precisions, backends, seeds.
+"""Check the environment a run depends on: pins, driver, devices, precisions, backends, seeds.
 
 python -m <package>.doctor            # one row per check; exit 1 if any fails
 python -m <package>.doctor --json     # the same rows as JSON, for CI
+python -m <package>.doctor --env      # and every version (torch.utils.collect_env's report)
+
+Listing versions is ``torch.utils.collect_env``'s job; the doctor checks them against the
+project's pins and probes what a run needs from the machine.
 """
 
 import argparse
@@ -30,7 +34,6 @@ from torch.utils.data import DataLoader, Dataset
 from platekit._errors import first_line
 from platekit._project import current
 
-PINNED = {"torch": "torch", "lightning": "lightning", "hydra": "hydra-core"}  # label: dist
 REBUILD = "rm -rf .venv && make setup (it picks the CUDA build the driver runs)"
 NEWEST_BUILD = "13.0"  # torch 2.13's default CUDA build (cu130); cu126 for older drivers
 
@@ -69,32 +72,46 @@ def pins() -> dict[str, str]:
 
 
 def check_versions() -> Iterator[Check]:
-    """Python against .python-version; torch, lightning, hydra against the declared pins."""
-    pinned = pins()
-    python = ".".join(map(str, sys.version_info[:3]))
+    """Python against .python-version; every installed package against its declared pin."""
     version_file = current().root / ".python-version"
     wanted = version_file.read_text().strip() if version_file.is_file() else "3.11"
     ok = sys.version_info[:2] >= tuple(int(part) for part in wanted.split(".")[:2])
     yield Check(
         "python",
         "ok" if ok else "fail",
-        f"{python} (project: {wanted})",
+        f"{sys.version.split()[0]} (project: {wanted})",
         "" if ok else f"use Python {wanted} or newer",
     )
-    for label, dist_name in PINNED.items():
-        installed = metadata.version(dist_name)
-        want = pinned.get(dist_name)
-        if want is None:
-            yield Check(label, "skip", f"{installed} (no pin found)")
-        elif installed.split("+")[0] == want:
-            yield Check(label, "ok", f"{installed} (pinned {want})")
-        else:
-            yield Check(
-                label,
-                "fail",
-                f"{installed}, pinned {want}",
-                f"pip install {dist_name}=={want} (or make setup)",
-            )
+    pinned = pins()
+    if not pinned:
+        yield Check("pins", "skip", "no == pins found in pyproject.toml")
+        return
+    off = []
+    for name, want in sorted(pinned.items()):
+        try:
+            installed = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            off.append((name, "missing", want))
+            continue
+        version = installed.version if "+" in want else installed.version.split("+")[0]
+        if version != want and not editable(installed):  # a checkout's source is its own
+            off.append((name, installed.version, want))
+    if not off:
+        packages = f"{len(pinned)} package{'' if len(pinned) == 1 else 's'}"
+        yield Check("pins", "ok", f"{packages} as pyproject.toml pins them")
+        return
+    said = "; ".join(f"{name} {installed}, pinned {want}" for name, installed, want in off)
+    fix = " ".join(f"{name}=={want}" for name, _, want in off)
+    yield Check("pins", "fail", said, f"pip install {fix} (or make setup)")
+
+
+def editable(distribution: metadata.Distribution) -> bool:
+    """Whether a package is installed from a source folder (``pip install -e``)."""
+    try:
+        origin = json.loads(distribution.read_text("direct_url.json") or "{}")
+    except ValueError:
+        return False
+    return bool(isinstance(origin, dict) and origin.get("dir_info", {}).get("editable"))
 
 
 def devices() -> list[str]:
@@ -371,12 +388,19 @@ def show(checks: list[Check], console: Console) -> None:
     for check in checks:
         if check.status == "fail":
             console.print(f"[red]fail[/] {check.name}: {check.fix}")
+    console.print("every version (torch, CUDA, cuDNN, CPU, packages): doctor --env")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
+    parser.add_argument("--env", action="store_true", help="print torch's environment report")
     args = parser.parse_args(argv)
+    if args.env:  # before the checks; to stderr under --json, which keeps stdout JSON
+        from torch.utils import collect_env
+
+        report = collect_env.get_pretty_env_info()
+        print(report, file=sys.stderr if args.json else sys.stdout)
     checks = run_checks()
     if args.json:
         sys.stdout.write(json.dumps([asdict(c) for c in checks], indent=2) + "\n")

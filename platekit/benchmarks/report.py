@@ -1,11 +1,11 @@
-"""The benchmark's results as the table ``bench.py`` prints."""
+"""The loop-overhead benchmark's results as the table ``loop_overhead.py`` prints."""
 
 from typing import Any
 
 
 def table(results: dict[str, Any]) -> list[str]:
     """One line per figure, grouped by section."""
-    setup, loop, data = results["setup"], results["loop"], results["data"]
+    setup, loop = results["setup"], results["loop"]
     startup, memory = results["first_step"], results["memory"]
     lines = [
         f"benchmark on {setup['device_name']} ({setup['device']}, {setup['threads']} threads), "
@@ -29,11 +29,6 @@ def table(results: dict[str, Any]) -> list[str]:
             f"bare Lightning {loop['bare_ratio']:.3f})",
         ),
         row("overhead over plain", overhead(loop["overhead_us_per_step"], "over the plain loop")),
-        "data pipeline",
-        row("data path alone", f"{data['batches_per_s']:.1f} batches/s"),
-        row("model alone", f"{data['model_steps_per_s']:.1f} steps/s (the plain loop)"),
-        row("verdict", data_verdict(data)),
-        *(row("  try", setting) for setting in data.get("helps", [])),
         *boundary_rows(results["epoch_boundary"]),
         "memory",
         row(memory["measure"], f"{memory['peak_mb']:.0f} MiB"),
@@ -42,11 +37,6 @@ def table(results: dict[str, Any]) -> list[str]:
         lines += startup_rows(startup)
     if results.get("commands"):
         lines += command_rows(results["commands"])
-    if results["precision"]:
-        lines.append("precision (project loop)")
-        for name, figures in results["precision"].items():
-            value = f"{figures['steps_per_s']:.1f} steps/s, {figures['peak_mb']:.0f} MiB peak"
-            lines.append(row(name, value))
     return lines
 
 
@@ -57,9 +47,9 @@ def target_verdict(loop: dict[str, Any]) -> str:
     text = f"{ratio:.3f} ({interval(loop['over_bare_interval'], loop['pairs'])}; "
     text += f"target >= {target:g}: {verdict}"
     if verdict == "inconclusive" and loop["over_bare_interval"] is None:
-        text += ": no interval to judge by; raise bench.max_pairs to 6 or more"
+        text += ": no interval to judge by; raise --max-pairs to 6 or more"
     elif verdict == "inconclusive":
-        text += ": the interval holds the target; run on a quieter machine or raise bench.max_pairs"
+        text += ": the interval holds the target; run on a quieter machine or raise --max-pairs"
     return text + ")"
 
 
@@ -86,13 +76,6 @@ def plain_loop_note(loop: dict[str, Any]) -> list[str]:
     return [row("note", f"bare Lightning ran {loop['bare_ratio']:.3f}x the plain loop, {why}")]
 
 
-def data_verdict(data: dict[str, Any]) -> str:
-    share = data.get("data_share")
-    if share is None:
-        return data["verdict"]
-    return f"{data['verdict']} (the data path takes {share:.0%} of each step)"
-
-
 def overhead(us_per_step: float, against: str) -> str:
     """Extra microseconds per step, or why none is shown: a negative median means the
     machine's speed changed between the runs by more than the overhead itself."""
@@ -100,7 +83,7 @@ def overhead(us_per_step: float, against: str) -> str:
         return f"{us_per_step:.0f} us/step {against}"
     return (
         f"not measurable ({us_per_step:.0f} us/step {against}: the machine's speed varied "
-        "more than that between runs; run on an idle machine or with more bench.repeats)"
+        "more than that between runs; run on an idle machine or with more --repeats)"
     )
 
 

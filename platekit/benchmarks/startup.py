@@ -33,7 +33,7 @@ def measure_startup(overrides: list[str], runs: int, clock: str = "wall") -> dic
     with tempfile.TemporaryDirectory(prefix="first-step-") as workdir:
         for run in range(runs):
             stamps.append(_first_step_process(overrides, Path(workdir) / str(run), clock))
-            floors.append(_import_lightning_seconds(clock))
+            floors.append(import_lightning_seconds(clock))
     parts = min(stamps, key=lambda stages: sum(stages.values()))
     total = sum(parts.values())
     floor = min(floors)
@@ -52,13 +52,12 @@ def _first_step_process(overrides: list[str], output_dir: Path, clock: str) -> d
     result = subprocess.run(
         [
             sys.executable,
-            "-m",
-            __name__,
+            __file__,
             current().package,
             f"paths.output_dir={output_dir}",
             *overrides,
         ],
-        env=_child_env(),
+        env=child_env(),
         capture_output=True,
         text=True,
         check=False,
@@ -70,18 +69,18 @@ def _first_step_process(overrides: list[str], output_dir: Path, clock: str) -> d
     return {stage: end - start for stage, start, end in zip(STAGES, times, times[1:], strict=False)}
 
 
-def _import_lightning_seconds(clock: str) -> float:
+def import_lightning_seconds(clock: str) -> float:
     """Wall or CPU seconds from launch until ``import lightning`` is done, in a fresh process."""
     script = "import lightning, time; print(time.time(), time.process_time())"
     launched = time.time()
     result = subprocess.run(
-        [sys.executable, "-c", script], env=_child_env(), capture_output=True, text=True, check=True
+        [sys.executable, "-c", script], env=child_env(), capture_output=True, text=True, check=True
     )
     wall, cpu = map(float, result.stdout.split()[-2:])
     return wall - launched if clock == "wall" else cpu
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
     paths = [str(current().root / "src"), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.startup import child_env, import_lightning_seconds
 from platekit._errors import UserError
 from platekit._project import current
-from platekit.commands._bench_startup import _child_env, _import_lightning_seconds
 
 TARGET_ONNX_PREDICT_S = 1.0
 TARGET_ABOVE_IMPORT_S = 1.0
@@ -39,7 +39,7 @@ def measure_commands(train_overrides: list[str], runs: int) -> dict[str, Any]:
             name: min(timed(args, root / f"{name}{run}") for run in range(runs))
             for name, args in commands.items()
         }
-    floor = min(_import_lightning_seconds("wall") for _ in range(runs))
+    floor = min(import_lightning_seconds("wall") for _ in range(runs))
     return {
         "seconds": seconds,
         "import_lightning_seconds": floor,
@@ -90,7 +90,7 @@ def run(args: list[str], root: Path) -> None:
             *overrides,
             f"paths.root_dir={root}",
         ],
-        env=_child_env(),
+        env=child_env(),
         capture_output=True,
         text=True,
         check=False,

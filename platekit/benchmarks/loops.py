@@ -1,16 +1,14 @@
-"""Timed training loops: the project's Lightning loop, and the plain PyTorch loop it is held to.
+"""Timed training loops: the project's Lightning loop, bare Lightning, and the plain PyTorch
+loop they are held to.
 
 Both time the same number of steps after the same warm-up, on the same model, data, batch
 size and precision. Neither validates nor saves checkpoints inside the timed steps.
 """
 
 import copy
-import logging
 import tempfile
 import time
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -20,63 +18,16 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from platekit._errors import UserError
+from platekit.commands._bench import NEVER, Clock, StepClock, synchronize, timed_fit
 from platekit.data._base import BaseDataModule
 from platekit.models._task_module import TaskModule
 from platekit.training._history import MetricHistory
 from platekit.training._trainer import build_trainer
 
-Clock = Callable[[], float]
 AUTOCAST_DTYPES = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 # wall: real elapsed time. cpu: this process's CPU time, steadier on a machine other work
 # shares, and the same thing as wall time for a single-threaded CPU run left alone.
 CLOCKS: dict[str, Clock] = {"wall": time.perf_counter, "cpu": time.process_time}
-NEVER = 1_000_000  # check_val_every_n_epoch that keeps validation out of the timed steps
-
-
-@contextmanager
-def quiet_lightning() -> Iterator[None]:
-    """Hide what Lightning says on every fit: the benchmark runs many of them."""
-    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*exists and is not empty")
-        try:
-            yield
-        finally:
-            for logger, level in zip(loggers, levels, strict=True):
-                logger.setLevel(level)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued device work, so a clock read after it is honest."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-class StepClock(Callback):
-    """Time training steps ``warmup + 1`` to ``warmup + steps`` of a fit."""
-
-    def __init__(self, warmup: int, steps: int, clock: Clock) -> None:
-        self.clock = clock
-        self.warmup = warmup
-        self.steps = steps
-        self.count = 0
-        self.started = 0.0
-        self.seconds = float("nan")
-
-    def on_train_batch_end(
-        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, index: int
-    ) -> None:
-        self.count += 1
-        if self.count == self.warmup or self.count == self.warmup + self.steps:
-            synchronize(pl_module.device)
-            now = self.clock()
-            if self.count == self.warmup:
-                self.started = now
-            else:
-                self.seconds = now - self.started
 
 
 def lightning_loop(
@@ -90,38 +41,33 @@ def lightning_loop(
     bare: bool = False,
     **trainer_overrides: Any,
 ) -> tuple[float, Trainer]:
-    """Seconds for ``steps`` steps of the project's own Trainer, callbacks and loggers.
+    """Seconds for ``steps`` steps of the project's own Trainer, callbacks and loggers, timed
+    as ``make bench`` times them (``platekit.commands._bench.timed_fit``).
 
-    The callbacks are the configured ones plus the history ``train`` adds. Only what a
-    benchmark must change is changed: a step budget instead of epochs, and no validation
-    and no checkpoint written inside the timed steps (the checkpoint callbacks run, with
-    ``save_last`` off and no metric to rank by).
     ``bare=True`` drops every callback, logger and checkpoint instead: what Lightning and
     the LightningModule cost on their own.
     """
+    if not bare:
+        timer, trainer = timed_fit(
+            cfg, model, datamodule, steps=steps, warmup=warmup, clock=clock, **trainer_overrides
+        )
+        return timer.seconds, trainer
     timer = StepClock(warmup, steps, clock)
-    callbacks: list[Callback] = [timer]
-    if bare:
-        cfg = copy.deepcopy(cfg)
-        cfg.callbacks, cfg.logger = None, None
-        trainer_overrides["enable_checkpointing"] = False
-    else:
-        callbacks = [MetricHistory(), timer]
+    cfg = copy.deepcopy(cfg)
+    cfg.callbacks, cfg.logger = None, None
     trainer = build_trainer(
         cfg,
-        callbacks=callbacks,
+        callbacks=[timer],
         task=getattr(model, "task", None),
         max_steps=warmup + steps,
         max_epochs=-1,
         check_val_every_n_epoch=NEVER,
         num_sanity_val_steps=0,
         enable_progress_bar=False,
-        announce_precision=False,  # the table's first line shows it, once
+        enable_checkpointing=False,
+        announce_precision=False,
         **trainer_overrides,
     )
-    for callback in trainer.checkpoint_callbacks:
-        if isinstance(callback, ModelCheckpoint):
-            callback.save_last = False  # its hooks still run, but it writes no file
     trainer.fit(model, datamodule=datamodule)
     return timer.seconds, trainer
 
@@ -239,35 +185,6 @@ def autocast_for(precision: str, device: torch.device) -> AbstractContextManager
         )
     dtype = AUTOCAST_DTYPES[precision]
     return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
-
-
-def data_loop(
-    datamodule: LightningDataModule,
-    device: torch.device,
-    batches: int,
-    clock: Clock = time.perf_counter,
-) -> float:
-    """Seconds the train data path takes to deliver ``batches`` batches onto ``device`` alone.
-
-    The path is the one a fit takes: the data module's train loader, a new epoch set on its
-    sampler, and its ``transfer_batch_to_device`` hook.
-    """
-    loader = datamodule.train_dataloader()
-    set_epoch = getattr(getattr(loader, "sampler", None), "set_epoch", None)
-    delivered, epoch = 0, 0
-    synchronize(device)
-    started = clock()
-    while delivered < batches:
-        if set_epoch is not None:
-            set_epoch(epoch)
-        for batch in loader:
-            datamodule.transfer_batch_to_device(batch, device, 0)
-            delivered += 1
-            if delivered == batches:
-                break
-        epoch += 1
-    synchronize(device)
-    return clock() - started
 
 
 def train_tensors(datamodule: LightningDataModule, device: torch.device) -> tuple[Tensor, Tensor]:
