@@ -86,7 +86,9 @@ def test_bench_times_the_loop_and_tries_each_setting_on_digits(
 def test_bench_tries_the_settings_of_a_table(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    results = run_bench(tmp_path, caplog, "data=diabetes", "model=mlp")
+    results = run_bench(
+        tmp_path, caplog, "data=diabetes", "model=mlp", f"paths.data_dir={tmp_path}"
+    )
     assert results["setup"]["model"] == "MLP"
     batch = compose_config(tmp_path, ["data=diabetes"]).data.batch_size
     assert results["tried"][0]["override"] == f"data.batch_size={2 * batch}"
