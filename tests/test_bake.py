@@ -20,6 +20,7 @@ EXPECTED_FILES = {
     "LICENSE",
     "Makefile",
     "README.md",
+    "docs/guide.md",
     "environment.yml",
     "pip.lock",
     "pyproject.toml",

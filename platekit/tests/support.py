@@ -36,6 +36,14 @@ CONFIG_DIR = current().config_dir
 PACKAGE = current().package
 TESTS = Path(__file__).resolve().parent  # this folder: importable by the commands tests run
 FIXTURES = TESTS / "fixtures"  # checkpoints of earlier releases (fixtures/README.md)
+# The template's project folder: what a bake is made of, unrendered.
+BAKE = TESTS.parents[1] / "{{cookiecutter.project_slug}}"
+# The guide every bake ships as docs/guide.md (copied unrendered). The fixture project leaves
+# it out, so without the bake's own copy it is read from the template: one file, not two.
+GUIDE = next(
+    (path for path in (ROOT / "docs" / "guide.md", BAKE / "docs" / "guide.md") if path.is_file()),
+    BAKE / "docs" / "guide.md",
+)
 
 
 def module(name: str) -> ModuleType:

@@ -4,8 +4,8 @@
 (a decimal comma, perhaps); ISO dates are days since 1970-01-01; yes/No/TRUE/0/Y is one
 feature, or two classes as a target; a constant column is dropped; every problem of a table
 comes in one error. The same raw rows, spelled either way, give the same answers through
-train's encoding, predict (checkpoint and model.onnx), serve's body reader and the README's
-bare onnxruntime lines.
+train's encoding, predict (checkpoint and model.onnx), serve's body reader and the guide's
+bare onnxruntime lines (docs/guide.md).
 """
 
 import csv
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_tables import readme_lines, setup
+from test_tables import guide_lines, setup
 
 from platekit.data._cells import parse
 
@@ -116,14 +116,14 @@ def test_every_problem_of_a_table_comes_in_one_run(tmp_path: Path) -> None:
 
 
 def exec_inputs(records: list[dict[str, Any]]) -> Any:
-    """The model inputs the README's lines make of ``records`` (run in the export folder)."""
+    """The model inputs the guide's lines make of ``records`` (run in the export folder)."""
     scope: dict[str, Any] = {"rows": records}
-    exec(compile(readme_lines(), "README.md", "exec"), scope)
+    exec(compile(guide_lines(), "guide.md", "exec"), scope)
     return scope["inputs"]
 
 
 @pytest.mark.slow
-def test_the_same_rows_read_alike_by_train_predict_serve_and_the_readme_lines(
+def test_the_same_rows_read_alike_by_train_predict_serve_and_the_guide_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = table(tmp_path / "t.csv", typed_rows())
@@ -169,6 +169,6 @@ def test_the_same_rows_read_alike_by_train_predict_serve_and_the_readme_lines(
     monkeypatch.chdir(tmp_path / "export")
     for given_rows, out in ((records, False), (far, True)):
         scope: dict[str, Any] = {"rows": given_rows}
-        exec(compile(readme_lines(), "README.md", "exec"), scope)
+        exec(compile(guide_lines(), "guide.md", "exec"), scope)
         assert scope["flagged"].tolist() == [out] * 6  # the range check, from the metadata
     np.testing.assert_array_equal(exec_inputs(records), served)

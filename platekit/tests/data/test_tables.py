@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from support import QUICK, ROOT, compose_config, module
+from support import GUIDE, QUICK, compose_config, module
 
 UserError = module("_errors").UserError
 csv_data = module("data._csv")
@@ -218,16 +218,17 @@ def test_the_target_kind_follows_the_evidence(tmp_path: Path) -> None:
     assert forced.num_classes == 30
 
 
-def readme_lines() -> str:
-    """The baked README's lines that apply model.onnx's table encoding with onnxruntime."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+def guide_lines() -> str:
+    """The guide's lines (docs/guide.md) that apply model.onnx's table encoding with
+    onnxruntime."""
+    guide = GUIDE.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", guide, re.DOTALL)
     [block] = [b for b in blocks if "table_columns" in b]
     return block
 
 
 @pytest.mark.slow
-def test_bare_onnxruntime_with_the_readme_lines_gives_predicts_answers(
+def test_bare_onnxruntime_with_the_guide_lines_gives_predicts_answers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = CsvDataModule.make_fixture(tmp_path)  # numbers with gaps, a category with gaps
@@ -249,10 +250,10 @@ def test_bare_onnxruntime_with_the_readme_lines_gives_predicts_answers(
         {"a": "NA", "b": " n/a ", "c": "?", "d": "null"},  # the texts training read as gaps
     ]
     scope: dict[str, Any] = {"rows": rows}
-    monkeypatch.chdir(tmp_path / "export")  # the README's lines open "model.onnx"
-    exec(compile(readme_lines(), "README.md", "exec"), scope)
+    monkeypatch.chdir(tmp_path / "export")  # the guide's lines open "model.onnx"
+    exec(compile(guide_lines(), "guide.md", "exec"), scope)
     _, probabilities = scope["outputs"]
-    assert scope["GAPS"] == module("data._tables").MISSING  # the README's gaps are training's
+    assert scope["GAPS"] == module("data._tables").MISSING  # the guide's gaps are training's
 
     def cell(value: Any) -> str:
         return (
