@@ -9,10 +9,15 @@ moves one fails here, naming it, not as a silent change of behaviour in a run.
 - ``LRScheduler._last_lr``: a re-planned schedule's lr, set on restore (models/_schedules.py).
 - ``hydra._internal.utils.get_args_parser()``: the command line as Hydra reads it, for the
   check before Hydra makes a run directory (config/_precheck.py).
+- uvicorn's ``H11Protocol``: ``connection_made``, ``data_received``, ``connection_lost``,
+  ``send_400_response(msg)`` and its ``conn`` (an h11 connection), ``transport``, ``loop``
+  and ``client``: the request deadline and JSON errors of the model server
+  (commands/_serving_protocol.py). uvicorn has no public hook for either.
 """
 
 import inspect
 
+import pytest
 import torch
 from hydra._internal.utils import get_args_parser
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -45,6 +50,29 @@ def test_torchs_last_lr_is_what_get_last_lr_returns() -> None:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     scheduler._last_lr = [0.25]
     assert scheduler.get_last_lr() == [0.25]
+
+
+def test_uvicorns_h11_protocol_has_what_the_servers_deadline_uses() -> None:
+    pytest.importorskip("uvicorn")
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from platekit.commands._serving_protocol import DeadlineProtocol
+
+    assert parameters(H11Protocol.connection_made) == ["self", "transport"]
+    assert parameters(H11Protocol.data_received) == ["self", "data"]
+    assert parameters(H11Protocol.connection_lost) == ["self", "exc"]
+    assert parameters(H11Protocol.send_400_response) == ["self", "msg"]
+    source = inspect.getsource(H11Protocol)
+    for attribute in (
+        "self.conn = h11.Connection",
+        "self.transport = ",
+        "self.loop = ",
+        "self.client = ",
+    ):
+        assert attribute in source, attribute
+    assert "self.send_400_response(msg)" in source  # what it calls on a request h11 refuses
+    for method in ("connection_made", "data_received", "connection_lost", "send_400_response"):
+        assert method in vars(DeadlineProtocol), method
 
 
 def test_hydras_argument_parser_reads_overrides_and_multirun() -> None:

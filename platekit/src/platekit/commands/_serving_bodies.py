@@ -47,10 +47,12 @@ class UnsupportedTypeError(UserError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may hold."""
+    """What one request may hold, and how long it may take to arrive."""
 
     max_body_bytes: int
     max_image_pixels: int
+    max_rows: int = 10_000
+    request_timeout: float = 10.0
 
 
 async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:

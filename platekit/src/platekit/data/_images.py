@@ -17,6 +17,7 @@ from platekit._errors import UserError, first_line
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 MAX_PIXELS = 16_777_216  # 4096 x 4096: predict's and the server's default max_image_pixels
 OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")
+STRIP_ROWS = 256  # rows of a picture converted to floats at a time
 
 
 class ImageTooLargeError(UserError):
@@ -44,7 +45,8 @@ def load_image(
     try:
         with Image.open(path) as image:
             check_pixels(image.width * image.height, max_pixels, name)
-            pixels = to_float(ImageOps.exif_transpose(image))
+            ImageOps.exif_transpose(image, in_place=True)  # no copy of a large picture
+            pixels = to_float(image, channels)
     except Image.DecompressionBombError as error:
         raise ImageTooLargeError(
             f"'{name}' is too large to decode ({first_line(error)}); pass a smaller image"
@@ -54,8 +56,6 @@ def load_image(
         raise UserError(f"'{name}' is not a readable image ({reason})") from None
     if not np.isfinite(pixels).all():
         raise UserError(f"'{name}' holds NaN or infinite pixel values; pass a clean image")
-    if pixels.shape[2] != channels:
-        pixels = grey(pixels) if channels == 1 else np.repeat(grey(pixels), 3, axis=2)
     height, width = size
     if pixels.shape[:2] != (height, width):
         pixels = resize(pixels, (height, width))
@@ -75,24 +75,41 @@ def source_name(source: Path | BinaryIO) -> str:
     return str(source) if isinstance(source, str | Path) else str(getattr(source, "name", "image"))
 
 
-def to_float(image: Image.Image) -> np.ndarray:
-    """``(H, W, 1 or 3)`` float32 in [0, 1], alpha applied over black."""
+def to_float(image: Image.Image, channels: int) -> np.ndarray:
+    """``(H, W, channels)`` float32 in [0, 1], alpha applied over black, grey or RGB.
+
+    Converted ``STRIP_ROWS`` rows at a time: a large picture's float copies never exist
+    whole, only the result does (each pixel's value is what a whole-picture conversion gives).
+    """
     if image.mode == "P":
         image = image.convert("RGBA" if "transparency" in image.info else "RGB")
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
         scale = 65535.0 if image.mode.startswith("I;16") or np.asarray(image).max() > 255 else 255.0
-        values = np.asarray(image, dtype=np.float32) / scale
-        return np.clip(values, 0.0, 1.0)[..., None]
+        values = np.clip(np.asarray(image, dtype=np.float32) / scale, 0.0, 1.0)[..., None]
+        return with_channels(values, channels)
     if image.mode == "F":
-        return np.clip(np.asarray(image, dtype=np.float32), 0.0, 1.0)[..., None]
+        return with_channels(
+            np.clip(np.asarray(image, dtype=np.float32), 0.0, 1.0)[..., None], channels
+        )
     if image.mode not in ("L", "LA", "RGB", "RGBA"):
         image = image.convert("RGBA" if "A" in image.mode else "RGB")
-    values = np.asarray(image, dtype=np.float32) / 255.0
-    if values.ndim == 2:
-        values = values[..., None]
-    if image.mode in ("LA", "RGBA"):
-        values = values[..., :-1] * values[..., -1:]
-    return values
+    result = np.empty((image.height, image.width, channels), dtype=np.float32)
+    for top in range(0, image.height, STRIP_ROWS):
+        strip = image.crop((0, top, image.width, min(top + STRIP_ROWS, image.height)))
+        values = np.asarray(strip, dtype=np.float32) / 255.0
+        if values.ndim == 2:
+            values = values[..., None]
+        if image.mode in ("LA", "RGBA"):
+            values = values[..., :-1] * values[..., -1:]
+        result[top : top + STRIP_ROWS] = with_channels(values, channels)
+    return result
+
+
+def with_channels(pixels: np.ndarray, channels: int) -> np.ndarray:
+    """``(H, W, 1 or 3)`` as ``(H, W, channels)``: the luminance, or grey repeated as RGB."""
+    if pixels.shape[2] == channels:
+        return pixels
+    return grey(pixels) if channels == 1 else np.repeat(grey(pixels), 3, axis=2)
 
 
 def grey(pixels: np.ndarray) -> np.ndarray:
@@ -108,8 +125,10 @@ def resize(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     height, width = size
     shrink = pixels.shape[0] >= height and pixels.shape[1] >= width
     method = Image.Resampling.BOX if shrink else Image.Resampling.BILINEAR
-    planes = [
-        np.asarray(Image.fromarray(pixels[..., c]).resize((width, height), method))
+    planes = [  # a contiguous plane is shared with Pillow, not copied once more
+        np.asarray(
+            Image.fromarray(np.ascontiguousarray(pixels[..., c])).resize((width, height), method)
+        )
         for c in range(pixels.shape[2])
     ]
     return np.stack(planes, axis=2).astype(np.float32)

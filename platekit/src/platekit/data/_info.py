@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from math import isfinite, prod
 from typing import Any
 
+MAX_INPUT_VALUES = 3 * 4096 * 4096  # what one input may hold (predict's largest image)
+
 
 @dataclass(frozen=True)
 class DataInfo:
@@ -81,6 +83,11 @@ class DataInfo:
             isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape
         ):
             raise ValueError(f"{source}: input_shape {list(shape)} is not a list of sizes >= 1")
+        if prod(shape) > MAX_INPUT_VALUES:  # the metadata is bounded like an uploaded image
+            raise ValueError(
+                f"{source}: input_shape {list(shape)} holds {prod(shape)} values an input, over "
+                f"{MAX_INPUT_VALUES} (a 3 x 4096 x 4096 image, the largest input)"
+            )
         if self.target_kind not in ("class", "value"):
             raise ValueError(f"{source}: target_kind {self.target_kind!r} is not class or value")
         if self.target_kind == "class" and (

@@ -61,10 +61,11 @@ class OnnxRunner:
             self.info = DataInfo.from_dict(json.loads(metadata[INFO_KEY]), f"ONNX model '{path}'")
         except (ValueError, TypeError) as error:  # json's errors are ValueErrors too
             raise UserError(
-                f"{first_line(error)}; pass a model.onnx written by this project's export"
+                f"{first_line(error, 400)}; pass a model.onnx written by this project's export"
             ) from None
         self.input_name = self.session.get_inputs()[0].name
         self.outputs = list(output_names(self.info.target_kind))
+        check_graph(self.session, self.info, self.outputs, Path(path).name)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -72,6 +73,43 @@ class OnnxRunner:
 
     def __call__(self, inputs: np.ndarray) -> Outputs:
         return tuple(self.session.run(self.outputs, {self.input_name: inputs}))
+
+
+def check_graph(
+    session: onnxruntime.InferenceSession, info: DataInfo, outputs: list[str], name: str
+) -> None:
+    """The metadata's input shape, outputs and class count are those of the graph itself.
+
+    A model.onnx whose metadata disagrees with its graph would fail (or be misread) on every
+    input; it is refused when loaded, in one line.
+    """
+    [graph_input] = session.get_inputs()
+    graph_shape = list(graph_input.shape[1:])  # after the batch axis
+    said = list(info.input_shape)
+    fixed = [
+        axis
+        for axis, (dim, size) in enumerate(zip(graph_shape, said, strict=False))
+        if isinstance(dim, int) and dim != size and axis not in info.varying_axes
+    ]
+    if len(graph_shape) != len(said) or fixed:
+        raise UserError(
+            f"ONNX model '{name}': its metadata says inputs of shape {tuple(said)}, its graph "
+            f"takes {tuple(graph_shape)}; re-export it (make export CKPT=...)"
+        )
+    given = {output.name: output.shape for output in session.get_outputs()}
+    missing = [output for output in outputs if output not in given]
+    if missing:
+        raise UserError(
+            f"ONNX model '{name}' has no output {missing[0]!r} (its outputs: "
+            f"{', '.join(sorted(given))[:200]}); re-export it (make export CKPT=...)"
+        )
+    if info.target_kind == "class":
+        width = (given[outputs[-1]] or [None])[-1]
+        if isinstance(width, int) and width != len(info.class_names):
+            raise UserError(
+                f"ONNX model '{name}': its metadata names {len(info.class_names)} classes, its "
+                f"graph gives {width} probabilities; re-export it (make export CKPT=...)"
+            )
 
 
 def default_threads() -> int:
