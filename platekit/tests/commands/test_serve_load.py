@@ -251,6 +251,7 @@ def test_an_answer_is_bounded_by_its_body(
         "send fewer per request"
     )
     assert "Traceback" not in log
+    assert log.count("POST /predict refused (413): ") == 2  # one line each
 
 
 @pytest.mark.slow

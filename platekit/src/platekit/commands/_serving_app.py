@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from platekit._errors import UserError
+from platekit._errors import UserError, inert
 from platekit.commands._predict import OUTSIDE, in_batches, prediction_rows
 from platekit.commands._serving_bodies import (
     ACCEPTED,
@@ -238,7 +238,10 @@ def problem(status: int, message: str) -> JSONResponse:
 
 
 async def user_error(request: Request, error: UserError) -> JSONResponse:
-    return problem(getattr(error, "status", 400), str(error))
+    """A request the server cannot use (or one over a bound): its 4xx and one log line."""
+    status = getattr(error, "status", 400)
+    log.info("%s %s refused (%d): %s", request.method, request.url.path, status, inert(error))
+    return problem(status, str(error))
 
 
 async def http_error(request: Request, error: HTTPException) -> JSONResponse:
