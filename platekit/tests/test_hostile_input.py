@@ -258,3 +258,69 @@ def test_server_metadata_shows_names_not_paths(exported: dict[str, Any]) -> None
     answer = client.post("/predict", content=huge, headers={"content-type": "application/json"})
     assert answer.status_code == 400, answer.text[:300]
     assert json.loads(answer.text)["error"].startswith("the JSON body holds a number")
+
+
+HOSTILE_CLASSES = {
+    "x": "=cmd|' /C calc'!A0",  # a spreadsheet formula
+    "y": "$x_{1$",  # broken mathtext: the confusion plot died on it
+    "z": "z\x1b]0;pwned\x07\x1b[2J[red]alarm",  # sets the terminal's title, clears it, rich markup
+}
+
+
+@pytest.mark.slow
+def test_names_from_a_table_stay_text_in_terminal_plots_and_spreadsheet(tmp_path: Path) -> None:
+    """Class names are data: escaped on the terminal, drawn plainly in the plots, and written
+    to predictions.csv so a spreadsheet shows them as text, never running them."""
+    import csv
+
+    settings = module("data").CsvDataModule.make_fixture(tmp_path)
+    table = Path(str(settings["path"]))
+    rows = list(csv.reader(table.open()))
+    rows[1:] = [[*row[:-1], HOSTILE_CLASSES[row[-1]]] for row in rows[1:]]
+    with table.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    overrides = ["data=csv", "model=mlp", "trainer.max_epochs=1", "logger=csv"]
+    overrides += [f"data.{key}={value}" for key, value in settings.items()]
+    trained = run_cli("train", *overrides, cwd=tmp_path)
+    said = trained.stdout + trained.stderr
+    assert trained.returncode == 0, said[-3000:]
+    assert "\x1b" not in said
+    assert "\x07" not in said
+    assert "\\x1b]0;pwned\\x07\\x1b[2J[red]alarm" in said  # shown, escaped, markup as text
+    [run] = (tmp_path / "outputs" / "train" / "runs").iterdir()
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert set(metrics["per_class"]) == set(HOSTILE_CLASSES.values())
+    assert (run / "plots" / "confusion_matrix.png").stat().st_size > 0
+    assert (run / "plots" / "per_class.png").stat().st_size > 0
+    predicted = run_cli("predict", f"model_path={metrics['best_checkpoint']}", f"inputs={table}",
+                        cwd=tmp_path)  # fmt: skip
+    assert predicted.returncode == 0, (predicted.stdout + predicted.stderr)[-3000:]
+    [written] = (tmp_path / "outputs" / "predict" / "runs").glob("*/predictions.csv")
+    names = {row["class_name"] for row in csv.DictReader(written.open())}
+    assert "'=cmd|' /C calc'!A0" in names  # prefixed: shown as text
+    assert "=cmd|' /C calc'!A0" not in names
+    assert names <= {"'=cmd|' /C calc'!A0", "$x_{1$", HOSTILE_CLASSES["z"]}
+
+
+def test_a_spreadsheet_cell_that_looks_like_a_formula_is_prefixed_and_numbers_stay() -> None:
+    cell = module("commands._predict").as_text_cell
+    for formula in ("=1+1", "+x", "-x", "@SUM(A1)", "\tx", "\r=1", "\t1"):
+        assert cell(formula) == "'" + formula
+    for kept in ("-1", "+2.5", "-1e3", "x=1", "", "plain", 3, -1.0):
+        assert cell(kept) == kept
+
+
+def test_a_checkpoints_text_resolves_to_itself_in_a_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backslashes before ``${`` included: escaping only ``${`` made ``\\${oc.env:X}`` a live
+    interpolation that printed the secret."""
+    from omegaconf import OmegaConf
+
+    literal = module("checkpoints._run_settings").literal
+    monkeypatch.setenv("SECRET_TOKEN", "s3cr3t")
+    texts = ["${oc.env:SECRET_TOKEN}", "\\${oc.env:SECRET_TOKEN}", "\\\\${oc.env:SECRET_TOKEN}",
+             "\\\\\\${x}", "a\\b", "x\\", "$\\{y}", "${a.${b}}", "$${x}", "${", "a${b"]  # fmt: skip
+    for text in texts:
+        config = OmegaConf.create({"value": literal(text), "nested": literal({"k": [text]})})
+        assert config.value == text
+        assert config.nested.k[0] == text
+        assert "s3cr3t" not in OmegaConf.to_yaml(config, resolve=True)

@@ -12,6 +12,7 @@ Only how the data is loaded (workers, evaluation batch size, folders) may change
 """
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -195,14 +196,23 @@ def same_class(target: Any, other: str) -> bool:
 
 
 def literal(value: Any) -> Any:
-    """A checkpoint's value made safe to put into a config: ``${...}`` stays text."""
+    """A checkpoint's value made safe to put into a config: it resolves to itself.
+
+    OmegaConf reads ``\\${`` as a literal ``${`` and ``\\\\`` before one as a literal
+    backslash, so each backslash run before ``${`` is doubled and one more added: a stored
+    ``\\${oc.env:X}`` stays that text (escaping only ``${`` made it a backslash and a live
+    interpolation, which read the environment).
+    """
     if isinstance(value, str):
-        return value.replace("${", "\\${")
+        return INTERPOLATION.sub(lambda found: found.group(1) * 2 + "\\${", value)
     if isinstance(value, dict):
         return {key: literal(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [literal(item) for item in value]
     return value
+
+
+INTERPOLATION = re.compile(r"(\\*)\$\{")  # a ${ and the backslashes before it
 
 
 def keep_seed(cfg: DictConfig, stored: dict[str, Any]) -> None:

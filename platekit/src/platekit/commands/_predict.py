@@ -133,14 +133,32 @@ def prediction_rows(names: list[str], outputs: np.ndarray, info: DataInfo) -> li
     ]
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as a formula
+
+
+def as_text_cell(value: Any) -> Any:
+    """A cell a spreadsheet shows as the text it is: a text starting like a formula (a class
+    or file name from someone else: ``=cmd|' /C calc'!A0``) gets a leading ``'``; a number
+    (``-1``) stays as it is."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
+        return value
+    if value.startswith(("\t", "\r")):
+        return "'" + value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
 def write_predictions(path: Path, rows: list[dict[str, Any]]) -> None:
     """CSV with a header row, or a JSON list of objects, written atomically."""
     if path.suffix.lower() == ".json":
         text = json_text(rows, sort_keys=False)
     else:
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(buffer, fieldnames=[as_text_cell(name) for name in rows[0]])
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows([{as_text_cell(k): as_text_cell(v) for k, v in r.items()} for r in rows])
         text = buffer.getvalue()
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

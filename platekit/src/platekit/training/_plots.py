@@ -11,6 +11,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from platekit._errors import inert
 from platekit._files import write_atomic
 from platekit.models._class_counts import accuracies, per_class
 from platekit.models._tasks import Task
@@ -98,7 +99,7 @@ def confusion_figure(matrix: Tensor, class_names: Sequence[object] | None = None
     the title gives both accuracies as metrics.json names them."""
     counts = matrix.cpu().numpy()
     classes = range(len(counts))
-    names = [str(name) for name in (class_names or classes)]
+    names = [inert(name) for name in (class_names or classes)]  # control codes shown escaped
     figure = Figure(figsize=(6, 5.5), layout="constrained")
     axes = figure.add_subplot()
     image = axes.imshow(counts, cmap="Blues")
@@ -119,14 +120,16 @@ def confusion_figure(matrix: Tensor, class_names: Sequence[object] | None = None
         xticks=list(classes),
         yticks=list(classes),
     )
-    axes.set_xticklabels(names, rotation=45 if max(map(len, names), default=0) > 3 else 0)
-    axes.set_yticklabels(names)
+    rotation = 45 if max(map(len, names), default=0) > 3 else 0
+    # Names from a file are plain text: "$x_{1$" is not mathtext, "$100-$200" not a formula.
+    axes.set_xticklabels(names, rotation=rotation, parse_math=False)
+    axes.set_yticklabels(names, parse_math=False)
     return figure
 
 
 def per_class_figure(matrix: Tensor, class_names: Sequence[object]) -> Figure:
     """Precision and recall of each class on the test split, its support in the label."""
-    table = per_class(matrix, [str(name) for name in class_names])
+    table = per_class(matrix, [inert(name) for name in class_names])
     labels = [f"{name} (n={row['support']})" for name, row in table.items()]
     rows = range(len(labels))
     height = 0.4
@@ -141,7 +144,7 @@ def per_class_figure(matrix: Tensor, class_names: Sequence[object]) -> Figure:
         xlim=(0, 1),
         yticks=list(rows),
     )
-    axes.set_yticklabels(labels)
+    axes.set_yticklabels(labels, parse_math=False)
     axes.invert_yaxis()  # the first class on top
     axes.grid(axis="x", alpha=0.3)
     figure.legend(loc="outside lower center", ncol=2)

@@ -9,8 +9,9 @@ from typing import Any
 import torch
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
-from platekit._errors import UserError
+from platekit._errors import UserError, inert
 from platekit.models._tasks import STAGES
 from platekit.training._clock import process_clock_source
 from platekit.training._console import as_text
@@ -140,8 +141,9 @@ def per_class_table(rows: dict[str, dict[str, float]]) -> Table:
     for name in ("class", "precision", "recall", "support"):
         table.add_column(name, justify="left" if name == "class" else "right")
     for name, row in list(rows.items())[:PER_CLASS_ROWS]:
+        shown = Text(inert(name))  # a name from the data: no rich markup, no control codes
         table.add_row(
-            name, _number(row["precision"]), _number(row["recall"]), f"{row['support']:.0f}"
+            shown, _number(row["precision"]), _number(row["recall"]), f"{row['support']:.0f}"
         )
     if len(rows) > PER_CLASS_ROWS:
         table.add_row(f"... {len(rows) - PER_CLASS_ROWS} more in metrics.json", "", "", "")
