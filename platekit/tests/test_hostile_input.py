@@ -183,17 +183,58 @@ def test_two_sweeps_creating_one_study_at_once_both_work(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["../../../../x", "a/b", ".."])
-def test_run_name_is_one_folder_name(tmp_path: Path, name: str) -> None:
-    env_name = {"RUN_NAME": name}
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../../../../x",
+        "a/b",
+        "..",
+        "${oc.env:ESCAPE}",  # resolved by Hydra after the check: ESCAPE=../../../../art
+        "x${oc.env:HOME}y",  # gave a traceback and left a folder
+        "run\nerror: forged",  # a newline
+        "tab\there",
+    ],
+)
+@pytest.mark.parametrize("entry", ["train", "eval"])
+def test_run_name_is_one_folder_name(tmp_path: Path, name: str, entry: str) -> None:
+    env_name = {"RUN_NAME": name, "ESCAPE": "../../../../art"}
+    (tmp_path / "work").mkdir()
+    given = "trainer.max_epochs=1" if entry == "train" else "ckpt_path=missing.ckpt"
     result = subprocess.run(
-        [sys.executable, "-m", f"{PACKAGE}.train", "trainer.max_epochs=1"],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **env_name},
+        [sys.executable, "-m", f"{PACKAGE}.{entry}", given],
+        cwd=tmp_path / "work", env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **env_name},
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert result.returncode == 1
-    assert f"error: RUN_NAME={name!r} is not one folder name" in result.stdout
-    assert not (tmp_path / "outputs").exists()  # nothing was made, inside or outside
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
+    assert line.startswith(f"error: RUN_NAME={module('_errors').inert(name)!r} is not one folder")
+    assert "Traceback" not in result.stdout + result.stderr
+    assert list(tmp_path.iterdir()) == [tmp_path / "work"]  # nothing made, inside or outside
+    assert not list((tmp_path / "work").iterdir())
+
+
+@pytest.mark.slow
+def test_a_finished_runs_name_is_not_reused_by_a_new_run(tmp_path: Path) -> None:
+    """A second run named like a finished one is refused before anything is written there:
+    its checkpoints, metrics and Hydra files stay the first run's."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RUN_NAME": "exp1"}
+    train = [sys.executable, "-m", f"{PACKAGE}.train", "trainer.max_epochs=1", "logger=csv"]
+    first = subprocess.run(train, cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300, check=False)  # fmt: skip
+    assert first.returncode == 0, first.stdout[-3000:]
+    run = tmp_path / "outputs" / "train" / "runs" / "exp1"
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    again = subprocess.run([*train, "seed=7"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300, check=False)  # fmt: skip
+    assert again.returncode == 1
+    [line] = [line for line in again.stdout.splitlines() if line.startswith("error: ")]
+    named = Path("outputs/train/runs/exp1")  # as the command line's paths are, relative
+    assert line == (
+        f"error: the run directory {named} holds another run (checkpoints, metrics.json); a "
+        "new run there would overwrite it: pick another RUN_NAME, or resume that run with "
+        f"ckpt_path={named / 'checkpoints' / 'last.ckpt'}"
+    )
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.slow

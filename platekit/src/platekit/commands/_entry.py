@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from platekit._errors import UserError
+from platekit._errors import UserError, inert
 from platekit._registry import old_import
 from platekit.commands._quiet import quiet_third_party
 from platekit.commands._rundir import Fresh, unwritable
@@ -109,6 +109,9 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
                     flush=True,
                 )
                 sys.exit(1)
+            if config_name == "train" and (taken := another_run(planned.run_dir, sys.argv[1:])):
+                print(f"error: {taken}", flush=True)
+                sys.exit(1)
             fresh.note(planned.run_dir)
             sys.argv[1:] = planned.command_line(sys.argv[1:])  # declared keys files leave out
             try:
@@ -131,19 +134,38 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
 RUN_NAME_ENV = "RUN_NAME"  # names the run directory (scripts/ give every process the same)
 
 
+FOLDER_NAME = re.compile(r"[\w.-]{1,128}")  # letters and digits of any script, _ . -
+
+
 def run_name_problem(name: str | None) -> str | None:
-    """Why ``RUN_NAME`` cannot name a run directory under outputs/, or None if it can."""
-    if name is None or (
-        name not in (".", "..")
-        and name.strip()
-        and "/" not in name
-        and "\\" not in name
-        and "\0" not in name
-    ):
+    """Why ``RUN_NAME`` cannot name a run directory under outputs/, or None if it can.
+
+    Only a plain folder name: no separator, no ``${...}`` (Hydra would resolve it as it
+    names the folder, after this check, so ``${oc.env:X}`` could name any path), no
+    whitespace or control character.
+    """
+    if name is None or (FOLDER_NAME.fullmatch(name) and name not in (".", "..")):
         return None
     return (
-        f"RUN_NAME={name!r} is not one folder name (it would put the run directory outside "
-        "outputs/); use letters, digits, '-', '_' or '.', e.g. RUN_NAME=run-1"
+        f"RUN_NAME={inert(name)!r} is not one folder name (it would name the run directory "
+        "as something else, or outside outputs/); use letters, digits, '-', '_' or '.', "
+        "e.g. RUN_NAME=run-1"
+    )
+
+
+def another_run(planned: Path | None, args: list[str]) -> str | None:
+    """Why a new training run may not use ``planned``: it holds another run's checkpoints or
+    results (``RUN_NAME`` reused), which it would overwrite and mix with its own."""
+    resuming = any(arg.split("=", 1)[0].lstrip("+~") in ("ckpt_path",) for arg in args)
+    if planned is None or resuming or not planned.is_dir():
+        return None
+    found = [name for name in ("checkpoints", "metrics.json") if (planned / name).exists()]
+    if not found:
+        return None
+    return (
+        f"the run directory {planned} holds another run ({', '.join(found)}); a new run "
+        "there would overwrite it: pick another RUN_NAME, or resume that run with "
+        f"ckpt_path={planned / 'checkpoints' / 'last.ckpt'}"
     )
 
 
