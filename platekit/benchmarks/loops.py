@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from platekit._errors import UserError
-from platekit.commands._bench import NEVER, Clock, StepClock, synchronize, timed_fit
+from platekit.commands._bench import NEVER, Clock, synchronize, timed_fit
 from platekit.data._base import BaseDataModule
 from platekit.models._task_module import TaskModule
 from platekit.training._history import MetricHistory
@@ -47,28 +47,13 @@ def lightning_loop(
     ``bare=True`` drops every callback, logger and checkpoint instead: what Lightning and
     the LightningModule cost on their own.
     """
-    if not bare:
-        timer, trainer = timed_fit(
-            cfg, model, datamodule, steps=steps, warmup=warmup, clock=clock, **trainer_overrides
-        )
-        return timer.seconds, trainer
-    timer = StepClock(warmup, steps, clock)
-    cfg = copy.deepcopy(cfg)
-    cfg.callbacks, cfg.logger = None, None
-    trainer = build_trainer(
-        cfg,
-        callbacks=[timer],
-        task=getattr(model, "task", None),
-        max_steps=warmup + steps,
-        max_epochs=-1,
-        check_val_every_n_epoch=NEVER,
-        num_sanity_val_steps=0,
-        enable_progress_bar=False,
-        enable_checkpointing=False,
-        announce_precision=False,
-        **trainer_overrides,
+    if bare:
+        cfg = copy.deepcopy(cfg)
+        cfg.callbacks, cfg.logger = None, None
+        trainer_overrides |= {"callbacks": [], "enable_checkpointing": False}
+    timer, trainer = timed_fit(
+        cfg, model, datamodule, steps=steps, warmup=warmup, clock=clock, **trainer_overrides
     )
-    trainer.fit(model, datamodule=datamodule)
     return timer.seconds, trainer
 
 

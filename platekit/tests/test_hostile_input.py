@@ -365,3 +365,48 @@ def test_a_checkpoints_text_resolves_to_itself_in_a_config(monkeypatch: pytest.M
         assert config.value == text
         assert config.nested.k[0] == text
         assert "s3cr3t" not in OmegaConf.to_yaml(config, resolve=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "override", ["data.batch_size=100000000000000000000", "data.eval_batch_size=16777217"]
+)
+def test_a_batch_size_past_any_split_is_one_line(tmp_path: Path, override: str) -> None:
+    """A batch size too large for an index (a traceback before) is refused with its range."""
+    result = run_cli("train", override, "trainer.max_epochs=1", cwd=tmp_path)
+    assert result.returncode == 1
+    key, value = override.split("=")
+    assert f"  {key}={value}: must be an integer from 1 to 16777216" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+MEMORY_CAP = 6 << 30  # address space of a command here (torch's own takes 2-3 GiB of it)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ["eval", "export", "predict"])
+def test_a_checkpoint_whose_settings_build_a_net_larger_than_its_weights_is_refused(
+    trained: dict[str, Any], tmp_path: Path, entry: str
+) -> None:
+    """A sealed checkpoint edited to build a 16-billion-value net (65 GB) from its 29,101
+    weights: refused from the meta device's count, under a memory cap, in one line."""
+    import resource
+
+    def huge(content: dict[str, Any]) -> None:
+        content["hyper_parameters"]["net"]["channels"] = [30000, 30000]
+
+    path = edited(trained, tmp_path, huge)
+    np.save(tmp_path / "one.npy", np.zeros((1, 1, 8, 8), dtype=np.float32))
+    given = {"eval": [f"ckpt_path={path}"], "export": [f"ckpt_path={path}"],
+             "predict": [f"model_path={path}", f"inputs={tmp_path / 'one.npy'}"]}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", f"{PACKAGE}.{entry}", *given[entry]],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True, text=True, timeout=300, check=False,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP)),
+    )  # fmt: skip
+    assert result.returncode == 1, (result.stdout + result.stderr)[-3000:]
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
+    assert "its settings build a model of 16200930013 values, its weights hold 29101" in line
+    assert "Traceback" not in result.stdout + result.stderr

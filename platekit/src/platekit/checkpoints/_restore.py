@@ -87,8 +87,11 @@ class Checkpoint:
         """The LightningModule rebuilt from the checkpoint's hyperparameters, weights loaded."""
         target = self.content[MODEL_KEY]["_target_"]
         model_class = self.registry.resolve(target, "model", f"checkpoint '{self.path}' model")
+        settings = dict(self.content.get("hyper_parameters", {}))
+        settings.pop("compile", None)  # how a command runs is not the checkpoint's to decide
+        check_size(model_class, settings, self.content.get("state_dict", {}), self.path)
         try:
-            model = model_class(**self.content.get("hyper_parameters", {}))
+            model = model_class(**settings)
         except UserError:
             raise
         except Exception as error:  # what a foreign constructor raises is not ours to type
@@ -337,3 +340,27 @@ def data_paths(
             )
         resolved[name] = str(place)
     return resolved
+
+
+def check_size(
+    model_class: Any, settings: dict[str, Any], state: Mapping[str, Any], path: str | Path
+) -> None:
+    """Refuse, before any memory is taken, a model the checkpoint's settings make larger than
+    its weights: built first on the meta device (shapes, no storage), its values counted.
+
+    A 387 KB checkpoint whose settings asked for a ``Linear(30000, 30000)`` made every
+    command allocate 3.6 GB before the weights were compared. A class that cannot be built
+    on the meta device is built as before (the weights are then compared key by key).
+    """
+    stored = sum(value.numel() for value in state.values() if isinstance(value, torch.Tensor))
+    try:
+        with torch.device("meta"):
+            probe = model_class(**settings)
+    except Exception:  # e.g. a constructor that reads a tensor's value: no shapes to count
+        return
+    needed = sum(value.numel() for value in probe.state_dict().values())
+    if needed > stored:
+        raise UserError(
+            f"checkpoint '{path}': its settings build a model of {needed} values, its weights "
+            f"hold {stored}; pass a checkpoint written by this project's train"
+        )

@@ -213,16 +213,17 @@ def timed_fit(
     warmup: int,
     budget_s: float = math.inf,
     clock: Clock = time.perf_counter,
+    callbacks: list[Callback] | None = None,
     **trainer_overrides: Any,
 ) -> tuple["StepClock", Trainer]:
     """``steps`` steps (after ``warmup``) of the project's own Trainer, callbacks and loggers,
     timed; fewer where they take more than ``budget_s``. Only what timing needs is changed: a
     step budget instead of epochs, and neither validation nor a checkpoint file inside the
-    timed steps."""
+    timed steps. ``callbacks``: the ones ``train`` adds (its metric history) unless given."""
     timer = StepClock(warmup, steps, clock, budget_s)
     trainer = build_trainer(
         cfg,
-        callbacks=[MetricHistory(), timer],
+        callbacks=[*([MetricHistory()] if callbacks is None else callbacks), timer],
         task=getattr(model, "task", None),
         max_steps=warmup + steps,
         max_epochs=-1,
