@@ -367,20 +367,6 @@ def test_a_checkpoints_text_resolves_to_itself_in_a_config(monkeypatch: pytest.M
         assert "s3cr3t" not in OmegaConf.to_yaml(config, resolve=True)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "override", ["data.batch_size=100000000000000000000", "data.eval_batch_size=16777217"]
-)
-def test_a_batch_size_past_any_split_is_one_line(tmp_path: Path, override: str) -> None:
-    """A batch size too large for an index (a traceback before) is refused with its range."""
-    result = run_cli("train", override, "trainer.max_epochs=1", cwd=tmp_path)
-    assert result.returncode == 1
-    key, value = override.split("=")
-    assert f"  {key}={value}: must be an integer from 1 to 16777216" in result.stdout
-    assert "Traceback" not in result.stdout + result.stderr
-    assert not (tmp_path / "outputs").exists()
-
-
 MEMORY_CAP = 6 << 30  # address space of a command here (torch's own takes 2-3 GiB of it)
 
 

@@ -138,8 +138,8 @@ def test_a_headline_that_hides_a_class_is_said_and_a_failing_plot_costs_nothing(
     tmp_path: Path,
 ) -> None:
     """Noise features, 1 row in 20 of a rare class: the model answers the common class for
-    every row; accuracy is high and says nothing of it. The rare class's name is mathtext
-    matplotlib cannot draw: the plots fail, metrics.json stands."""
+    every row; accuracy is high and says nothing of it. The rare class's name is broken
+    mathtext: the plots draw it as plain text (they failed on it before)."""
     rng = np.random.default_rng(0)
     rows = ["a,b,c,label"]
     for index in range(600):
@@ -156,5 +156,4 @@ def test_a_headline_that_hides_a_class_is_said_and_a_failing_plot_costs_nothing(
     )
     assert caveat in metrics["stdout"]
     assert metrics["per_class"]["$x_{1$"]["recall"] == 0.0
-    [plots] = [line for line in metrics["stdout"].splitlines() if "plots not written" in line]
-    assert plots.endswith("; metrics.json is complete")
+    assert "plots not written" not in metrics["stdout"]

@@ -57,7 +57,6 @@ ALL = "all"  # every row in read order: a fingerprint's name beside the splits'
 NORMALIZE = ("scalar", "channel", "feature", "none")
 TARGET_KINDS = ("class", "value")
 BLOCK_VALUES = 1 << 18  # about this many values (2 MiB in float64) summed at a time
-MAX_BATCH = 1 << 24  # rows a batch may hold: more than any split here, and no index overflows
 Batch = tuple[Tensor, Tensor]
 
 
@@ -105,8 +104,8 @@ class BaseDataModule(LightningDataModule):
 
     def __init__(
         self,
-        batch_size: Annotated[int, Range(low=1, high=MAX_BATCH)] = 64,
-        eval_batch_size: Annotated[int, Range(low=1, high=MAX_BATCH)] = 512,
+        batch_size: Annotated[int, Range(low=1)] = 64,
+        eval_batch_size: Annotated[int, Range(low=1)] = 512,
         val_fraction: float = 0.15,
         test_fraction: float = 0.15,
         seed: Annotated[int, Range(0, 2**32 - 1)] = 0,
