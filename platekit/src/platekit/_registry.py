@@ -21,11 +21,14 @@ A class outside the roots (a third-party net) is trusted on purpose by its exact
 ``trusted_classes=[package.module.Class]``.
 """
 
+import ast
+import builtins
 import importlib
+import inspect
 import re
 import sys
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.util import find_spec
@@ -131,10 +134,10 @@ class Registry:
                     f"that class, name it exactly in trusted_classes=[module.Class]"
                 )
             module, qualname = located
-            if qualname in baseless_classes(module):  # no base: no slot's class, unimported
+            if derives(module, qualname, slot_base(slot)) is False:  # told from source
                 raise UserError(
                     f"{slot}{place} names '{name}', which is not a {slot_base(slot).__name__} "
-                    f"class (it derives from nothing); refused without importing it"
+                    f"class (by its source); refused without importing it"
                 )
         found = vars(importlib.import_module(module)).get(qualname)
         base = slot_base(slot)
@@ -340,17 +343,30 @@ def locate(name: str, roots: Iterable[str]) -> tuple[str, str] | None:
     if target.with_suffix(".py").is_file() and not target.is_dir():
         files = [target.with_suffix(".py")]
     elif target.is_dir():
-        files = sorted(target.rglob("*.py"))
+        files = [file for file in sorted(target.rglob("*.py")) if public_file(file, target)]
     else:
         return None
-    found = [
-        module_name(root, folder, file)
-        for file in files
-        if "__pycache__" not in file.parts and cls in top_level_classes(file)
-    ]
+    found = {
+        (module_name(root, folder, file), cls) for file in files if cls in top_level_classes(file)
+    }
+    for init in (file for file in files if file.name == "__init__.py"):
+        package = module_name(root, folder, init)
+        for bound, source in exported(init, package):
+            place = definition(source, [0]) if bound == cls else None
+            if place is not None and place[1] == cls and place[0].startswith(f"{root}."):
+                found.add(place)  # a class of this root its __init__ makes public
     if len(found) != 1:
         return None  # none, or ambiguous: name the module (package.module.Class)
-    return found[0], cls
+    return found.pop()
+
+
+def public_file(file: Path, top: Path) -> bool:
+    """A source file a name may reach: none of its parts below ``top`` is private (``_x``);
+    a class of a private module is reached through the ``__init__`` that exports it."""
+    parts = file.relative_to(top).parts
+    return "__pycache__" not in parts and not any(
+        part.startswith("_") and part != "__init__.py" for part in parts
+    )
 
 
 def module_name(root: str, folder: Path, file: Path) -> str:
@@ -373,33 +389,186 @@ def root_folder(root: str) -> Path | None:
     return Path(origin).parent
 
 
-BASELESS_LINE = re.compile(r"^class\s+([A-Za-z_]\w*)\s*(?:\(\s*\))?\s*:", re.MULTILINE)
+MAX_SOURCE = 4 * 1024 * 1024  # bytes of a source file read to find its classes
+MAX_HOPS = 40  # imports and bases followed for one name: a cycle or a maze stops here
 
 
-def baseless_classes(module: str) -> frozenset[str]:
-    """The top-level classes of ``module``'s source that name no base (``class X:``), read
-    without importing it: none of them can be of a slot's base class."""
-    root, *parts = module.split(".")
-    folder = root_folder(root)
-    if folder is None:
-        return frozenset()
-    file = folder.joinpath(*parts)
-    source = file / "__init__.py" if file.is_dir() else file.with_suffix(".py")
+@cache
+def parsed(file: Path) -> ast.Module | None:
+    """The syntax tree of a source file, read and parsed, never run; None if unreadable."""
     try:
-        text = source.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return frozenset()
-    return frozenset(BASELESS_LINE.findall(text))
-
-
-CLASS_LINE = re.compile(r"^class\s+([A-Za-z_]\w*)\s*[(:]", re.MULTILINE)
+        if file.stat().st_size > MAX_SOURCE:
+            return None
+        return ast.parse(file.read_bytes(), filename=str(file))
+    except (OSError, SyntaxError, ValueError):
+        return None
 
 
 @cache
 def top_level_classes(file: Path) -> frozenset[str]:
-    """Names of the classes a source file defines at its top level (by a class statement)."""
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    """Names of the classes a source file defines at its top level (by a class statement).
+
+    Read from the parsed source: a ``class X(nn.Module):`` in a docstring or a string is text,
+    not a class."""
+    tree = parsed(file)
+    if tree is None:
         return frozenset()
-    return frozenset(CLASS_LINE.findall(text))
+    return frozenset(node.name for node in tree.body if isinstance(node, ast.ClassDef))
+
+
+def exported(init: Path, package: str) -> Iterator[tuple[str, str]]:
+    """``(bound name, "module.name")`` of each ``from <module> import <name>`` in a package's
+    ``__init__`` (also inside its ``if TYPE_CHECKING:`` and ``try:`` blocks): what it makes
+    public."""
+    tree = parsed(init)
+    for node in statements(tree.body if tree else []):
+        if isinstance(node, ast.ImportFrom):
+            source = absolute(node, package)
+            for alias in node.names:
+                if alias.name != "*":
+                    yield alias.asname or alias.name, f"{source}.{alias.name}"
+
+
+def statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """A module's top-level statements and those of its top-level ``if`` and ``try`` blocks."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from statements(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from statements(node.body + node.orelse + node.finalbody)
+
+
+def absolute(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` reads, relative dots resolved against ``package``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of a module of a package on the path, found without importing it."""
+    root, *parts = module.split(".")
+    folder = root_folder(root) if DOTTED.fullmatch(f"{module}.x") else None
+    if folder is None:
+        return None
+    path = folder.joinpath(*parts)
+    for file in (path / "__init__.py", path.with_suffix(".py")):
+        if file.is_file():
+            return file
+    return None
+
+
+def definition(name: str, hops: list[int]) -> tuple[str, str] | None:
+    """``(module, class)`` where the dotted ``name`` is defined by a class statement, following
+    the imports that bind it, in source only; None when that cannot be told without running it."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = ".".join(parts[:cut])
+        file = module_file(module)
+        if file is None:
+            continue
+        if cut != len(parts) - 1 or module_file(name) is not None:
+            return None  # an attribute of a class, or a module: not a class statement
+        hops[0] += 1
+        tree = parsed(file)
+        if tree is None or hops[0] > MAX_HOPS:
+            return None
+        wanted = parts[-1]
+        package = module if file.name == "__init__.py" else module.rpartition(".")[0]
+        stars = []
+        for node in statements(tree.body):
+            if isinstance(node, ast.ClassDef) and node.name == wanted:
+                return module, wanted
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name == "*":
+                        stars.append(absolute(node, package))
+                    elif (alias.asname or alias.name) == wanted:
+                        return definition(f"{absolute(node, package)}.{alias.name}", hops)
+        for star in stars:
+            found = definition(f"{star}.{wanted}", hops)
+            if found is not None:
+                return found
+        return None
+    return None
+
+
+def derives(module: str, cls: str, base: type, hops: list[int] | None = None) -> bool | None:
+    """Whether the class ``cls`` of ``module`` derives from ``base``, told from source and
+    from modules already imported; None when only importing ``module`` could tell."""
+    hops = hops if hops is not None else [0]
+    if (module, cls) == (base.__module__, base.__qualname__):
+        return True
+    file = module_file(module)
+    tree = parsed(file) if file else None
+    node = next(
+        (n for n in (tree.body if tree else []) if isinstance(n, ast.ClassDef) and n.name == cls),
+        None,
+    )
+    if node is None or hops[0] > MAX_HOPS:
+        return None
+    hops[0] += 1
+    package = module if file and file.name == "__init__.py" else module.rpartition(".")[0]
+    verdicts = [base_derives(expr, tree, module, package, base, hops) for expr in node.bases]
+    if True in verdicts:
+        return True
+    return None if None in verdicts else False
+
+
+def base_derives(
+    expr: ast.expr, tree: Any, module: str, package: str, base: type, hops: list[int]
+) -> bool | None:
+    """Whether one base expression of a class statement names a class deriving from ``base``."""
+    dotted = dotted_name(expr)
+    if dotted is None:
+        return None  # a call, a subscript: only running the module tells
+    first, _, rest = dotted.partition(".")
+    full = None
+    for node in statements(tree.body):
+        if isinstance(node, ast.ClassDef) and node.name == first:
+            full = f"{module}.{first}"
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == first:
+                    full = f"{absolute(node, package)}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname == first:
+                    full = alias.name
+                elif alias.asname is None and alias.name.split(".")[0] == first:
+                    full = first
+    if full is None:
+        found = vars(builtins).get(first) if not rest else None
+        return issubclass(found, base) if isinstance(found, type) else None
+    full = f"{full}.{rest}" if rest else full
+    found = loaded(full) if full.split(".")[0] not in (KIT, current().package) else None
+    if isinstance(found, type):
+        return issubclass(found, base)
+    place = definition(full, hops)  # read from source: this package's or a library's
+    return derives(*place, base, hops) if place else None
+
+
+def dotted_name(expr: ast.expr) -> str | None:
+    """``a.b.C`` for a base written as a name or an attribute chain; None for anything else."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        head = dotted_name(expr.value)
+        return f"{head}.{expr.attr}" if head else None
+    return None
+
+
+def loaded(name: str) -> Any:
+    """The object ``name`` stands for in a module that is already imported; None otherwise."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        found = sys.modules.get(".".join(parts[:cut]))
+        if found is None:
+            continue
+        for attribute in parts[cut:]:
+            found = inspect.getattr_static(found, attribute, None)
+        return found
+    return None
