@@ -4,7 +4,9 @@ Every run is a subprocess: Lightning re-launches the running script for its othe
 which inside pytest would be pytest itself. ``RankProbe`` records what each rank saw.
 """
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +23,7 @@ from platekit.testing import finish, free_port, kill_tree, probe
 
 from support import (
     PACKAGE,
+    ROOT,
     cli_env,
     compose_config,
     foreign_warnings,
@@ -249,3 +252,40 @@ def test_ddp_epoch_lines_and_summary_give_one_steps_per_second(tmp_path: Path) -
     assert metrics["train_steps"] == 2 * STEPS_PER_EPOCH
     assert min(rates) - 0.5 <= metrics["steps_per_second"] <= max(rates) + 0.5, (rates, metrics)
     assert re.search(rf"steps/s +{metrics['steps_per_second']:,.1f}\n", output)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_a_stop_signal_to_every_rank_saves_and_exits_cleanly(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """The terminal of a foreground DDP run closes (SIGHUP to its whole process group) or a
+    scheduler stops it: every rank stops after the same step, rank 0 saves, all exit 0."""
+    losses, log = tmp_path / "losses", tmp_path / "run.log"
+    command = [
+        sys.executable, "-m", f"{PACKAGE}.train", "trainer=ddp_cpu", "trainer.max_epochs=6",
+        *SHORT, "callbacks.early_stopping=null", *testing.loss_logging(losses),
+        f"paths.root_dir={tmp_path}",
+    ]  # fmt: skip
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=cli_env(), stdout=output, stderr=output, start_new_session=True
+        )
+    deadline = time.monotonic() + 180
+    while not (losses.is_file() and len(losses.read_text().splitlines()) >= 5 * WORLD):
+        assert process.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.01)
+    os.killpg(process.pid, signum)
+    try:
+        assert process.wait(timeout=120) == 0, log.read_text()[-3000:]
+    finally:
+        kill_tree(process.pid)
+    [run_dir] = (tmp_path / "outputs" / "train" / "runs").iterdir()
+    saved = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    steps = [int(line.split()[0]) for line in losses.read_text().splitlines()]  # every rank's
+    assert 5 <= saved < 6 * STEPS_PER_EPOCH
+    assert max(steps) == saved  # no rank ran a step past the saved one
+    assert steps.count(saved) == WORLD  # and each ran it
+    text = log.read_text()
+    assert text.count(f"stopped by {signum.name} after step {saved}; saved") == WORLD, text[-3000:]
+    assert "Traceback" not in text

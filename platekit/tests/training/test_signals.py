@@ -147,6 +147,55 @@ def test_sigterm_saves_a_checkpoint_exits_cleanly_and_resumes_exactly(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGQUIT], ids=["SIGHUP", "SIGQUIT"])
+def test_sighup_and_sigquit_save_and_exit_as_sigterm_does(
+    reference: Path, tmp_path: Path, signum: signal.Signals
+) -> None:
+    losses, returncode, output = signal_training(tmp_path, signum, timeout=120)
+    assert returncode == 0, output[-2000:]
+    stopped_at = len(losses.read_text().splitlines())
+    last = the_run_dir(tmp_path) / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == stopped_at
+    assert f"stopped by {signum.name} after step {stopped_at}; saved {last}" in output
+    assert "Traceback" not in output
+    if signum == signal.SIGHUP:
+        resume_and_compare(tmp_path, losses, reference)
+
+
+@pytest.mark.slow
+def test_closing_the_terminal_saves_the_run(tmp_path: Path) -> None:
+    """The terminal of a foreground run goes away (its master side closed): the kernel sends
+    SIGHUP and every later write to the terminal fails; the run still saves and exits 0."""
+    losses = tmp_path / "losses"
+    master, slave = pty.openpty()
+    process = start_cli(
+        "train",
+        *ARGS,
+        *loss_logging(losses),
+        cwd=tmp_path,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+    )
+    os.close(slave)
+    deadline = time.monotonic() + 120
+    while not (losses.is_file() and len(losses.read_text().splitlines()) >= 27):
+        assert time.monotonic() < deadline
+        assert process.poll() is None
+        if select.select([master], [], [], 0.01)[0]:
+            os.read(master, 65536)
+    os.close(master)  # the terminal closes: SIGHUP to its foreground group
+    assert process.wait(timeout=120) == 0
+    run_dir = the_run_dir(tmp_path)
+    stopped_at = len(losses.read_text().splitlines())
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] >= 27
+    log = (run_dir / "train.log").read_text()
+    assert f"stopped by SIGHUP after step {stopped_at}" in log, log[-2000:]
+
+
+@pytest.mark.slow
 def test_sigkill_loses_at_most_the_steps_since_the_last_checkpoint(
     reference: Path, tmp_path: Path
 ) -> None:
