@@ -43,6 +43,7 @@ bench: $(STAMP)
 
 lock: $(STAMP)
 	$(BIN)/python tools/relock.py
+	$(MAKE) $(STAMP) && $(BIN)/python tools/import_names.py
 
 # Standard library only: no venv needed.
 wheel:

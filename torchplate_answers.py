@@ -34,6 +34,18 @@ RESERVED_MODULES = {
     "src", "configs", "scripts", "setup", "main", "site", "typing", "logging",
 }  # fmt: skip
 
+
+def _locked_modules() -> frozenset[str]:
+    """Every top-level module any of the project's locks installs (any answer, CPU and CUDA):
+    import_names.txt, which ``make lock`` writes from the installed distributions' records."""
+    listed = Path(__file__).with_name("import_names.txt")
+    lines = listed.read_text(encoding="utf-8").splitlines() if listed.is_file() else []
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+LOCKED_MODULES = _locked_modules()
+STDLIB = frozenset(sys.stdlib_module_names)
+
 SLUG = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 PACKAGE = re.compile(r"[a-z][a-z0-9_]*")
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
@@ -167,6 +179,8 @@ def package_rule(package: str) -> str | None:
         return "is a Python keyword"
     if package in RESERVED_MODULES or package in sys.stdlib_module_names:
         return f"shadows the module '{package}' the project needs"
+    if package in LOCKED_MODULES:
+        return f"shadows the module '{package}' that the project's locks install"
     return None
 
 
@@ -176,7 +190,7 @@ def suggest_package(package: str) -> str:
     if not name:
         return "my_project"
     taken = keyword.iskeyword(name) or keyword.issoftkeyword(name)
-    if not name[0].isalpha() or taken or name in RESERVED_MODULES | sys.stdlib_module_names:
+    if not name[0].isalpha() or taken or name in RESERVED_MODULES | LOCKED_MODULES | STDLIB:
         name = f"my_{name}"
     name = _shorten(name, "_")
     return name if package_rule(name) is None else "my_project"

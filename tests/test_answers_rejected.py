@@ -42,6 +42,15 @@ def error_lines(result: subprocess.CompletedProcess) -> list[str]:
         ("package_name=lightning", "ERROR: package_name 'lightning' shadows"),
         ("package_name=tests", "ERROR: package_name 'tests' shadows"),
         ("package_name=json", "ERROR: package_name 'json' shadows"),
+        # Every top-level module a lock installs (import_names.txt, from their records):
+        ("package_name=platekit", "ERROR: package_name 'platekit' shadows the module 'plate"),
+        ("package_name=markupsafe", "ERROR: package_name 'markupsafe' shadows the module"),
+        ("package_name=google", "ERROR: package_name 'google' shadows the module 'google'"),
+        ("package_name=attr", "ERROR: package_name 'attr' shadows the module 'attr'"),
+        ("package_name=fastapi", "ERROR: package_name 'fastapi' shadows"),  # serve=yes's
+        ("package_name=uvicorn", "ERROR: package_name 'uvicorn' shadows"),
+        ("package_name=nvidia", "ERROR: package_name 'nvidia' shadows"),  # the CUDA lock's
+        ("package_name=triton", "ERROR: package_name 'triton' shadows"),
         ("author_email=nobody", "ERROR: author_email 'nobody' is not an email address"),
         ("author_email=you@example.com\n", "ERROR: author_email 'you@example.com\\n' holds"),
         ("author_name=Ann\x01", "ERROR: author_name 'Ann\\u0001' holds control characters"),
@@ -155,3 +164,16 @@ def test_suggestions_for_the_reported_cases() -> None:
     assert camel.suggestion == "foo_bar"
     (long_slug,) = refusals({"project_slug": "ab-" * 100 + "c"})
     assert len(long_slug.suggestion) <= 64 and not long_slug.suggestion.endswith("-")
+
+
+def test_the_list_of_locked_modules_is_what_the_installed_locks_give() -> None:
+    """import_names.txt (make lock) against the records of this venv's fresh install of every
+    lock's pins: a module a new pin brings is refused as a package name from then on."""
+    result = subprocess.run(
+        [sys.executable, str(TEMPLATE / "tools" / "import_names.py"), "--check"],
+        check=False, capture_output=True, text=True, timeout=120, cwd=TEMPLATE / "tools",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    listed = (TEMPLATE / "import_names.txt").read_text().splitlines()
+    for module in ("platekit", "fastapi", "uvicorn", "markupsafe", "google", "torch", "nvidia"):
+        assert module in listed

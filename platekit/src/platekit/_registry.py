@@ -151,6 +151,12 @@ class Registry:
                 f"{slot}{place} names '{name}', which is not a {base.__name__} class defined "
                 f"in {module}; refused without building it"
             )
+        missing = abstract_methods(found)
+        if missing:
+            raise UserError(
+                f"{slot}{place} names '{name}', a base class that leaves {', '.join(missing)} "
+                f"to its subclasses; refused without building it: name a class that defines them"
+            )
         return found
 
     def build(self, node: Mapping[str, Any], slot: str, where: str = "", **extra: Any) -> Any:
@@ -304,6 +310,15 @@ def shown(value: object, limit: int = 120) -> str:
     """``value`` for a message, cut: a name is echoed, never a megabyte of it."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def abstract_methods(cls: type) -> list[str]:
+    """The methods ``cls`` leaves abstract (``@abstractmethod``, with or without ABCMeta)."""
+    return sorted(
+        name
+        for name in dir(cls)
+        if getattr(inspect.getattr_static(cls, name, None), "__isabstractmethod__", False)
+    )
 
 
 def check_plain(node: Mapping[str, Any], where: str) -> None:

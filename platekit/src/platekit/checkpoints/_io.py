@@ -63,10 +63,56 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise UserError(
             f"checkpoint '{path}' has no 'state_dict'; pass a checkpoint written by training"
         )
+    check_nesting(checkpoint, path)
     verify(checkpoint, path)
     check_finite(checkpoint["state_dict"], path)
     upgrade(checkpoint)  # platekit 0.1's metric names
     return checkpoint
+
+
+MAX_DEPTH = 64  # containers inside containers; a Lightning checkpoint nests about 10 deep
+
+
+def check_nesting(checkpoint: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint whose dicts and lists nest deeper than ``MAX_DEPTH`` or contain
+    themselves: everything after this walks them, and would end in a RecursionError.
+
+    Walked with a stack of its own (no recursion); a container met again on its own path is
+    a cycle, one shared by two paths is not.
+    """
+    stack: list[tuple[Any, str, int, bool]] = [(checkpoint, "", 0, False)]
+    open_path: set[int] = set()  # ids of the containers on the current path
+    while stack:
+        node, where, depth, leaving = stack.pop()
+        if leaving:
+            open_path.discard(id(node))
+            continue
+        if not isinstance(node, dict | list | tuple):
+            continue
+        place = where or "its top"
+        if id(node) in open_path:
+            raise UserError(
+                f"checkpoint '{path}' holds a container inside itself at {cut(place)}, which "
+                "no checkpoint of this project does; use another checkpoint or retrain"
+            )
+        if depth >= MAX_DEPTH:
+            raise UserError(
+                f"checkpoint '{path}' nests its data more than {MAX_DEPTH} levels deep "
+                f"(at {cut(place)}), which no checkpoint of this project does; use another "
+                "checkpoint or retrain"
+            )
+        open_path.add(id(node))
+        stack.append((node, where, depth, True))
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            if isinstance(value, dict | list | tuple):
+                step = f"{where}.{key}" if isinstance(node, dict) else f"{where}[{key}]"
+                stack.append((value, step.lstrip("."), depth + 1, False))
+
+
+def cut(where: str, limit: int = 80) -> str:
+    """A key path for a message: its start and end when long."""
+    return where if len(where) <= limit else f"{where[:40]}...{where[-30:]}"
 
 
 def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> None:

@@ -25,7 +25,10 @@ What a checkpoint can and cannot make this project do (the promise):
   tampering: anyone can recompute it.
 """
 
+import contextlib
 import logging
+import site
+import sysconfig
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +143,8 @@ class Checkpoint:
         """
         card = self.content[DATA_KEY]
         settings = self.data_settings
+        for name in HOW_TO_RUN:  # this process decides these, not the checkpoint
+            settings.pop(name, None)
         given = dict(overrides or {})
         for key, value in given.items():
             if settings.get(key) != value:
@@ -176,6 +181,12 @@ class Checkpoint:
             raise UserError(
                 f"the checkpoint's data ({stored or card['_target_']}) cannot be read: {error}; "
                 "if it moved, pass its new place, e.g. data.path=... or data.root=..."
+            ) from error
+        except Exception as error:  # a data module the checkpoint names, failing its own way
+            raise UserError(
+                f"checkpoint '{self.path}' names the data module {card['_target_']}, which "
+                f"failed to set up ({type(error).__name__}: {first_line(error)}); pass "
+                "data.<setting>=... to fix the stored settings, or a checkpoint of this project"
             ) from error
         check_same_data(self.info, datamodule, self.path)
         try:
@@ -312,6 +323,8 @@ def check_card(card: Mapping[str, Any], path: str | Path) -> None:
 
 
 PATH_SETTINGS = ("path", "root")
+# Data settings that say how this process runs, not what the data is: never a checkpoint's.
+HOW_TO_RUN = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor")
 PATH_SUFFIXES = ("_dir", "_path", "_file", "_root")
 
 
@@ -338,8 +351,30 @@ def data_paths(
                 f"this project, which such a checkpoint may not read; name the data again, "
                 f"e.g. data.{name}=/path/to/it"
             )
+        code = code_place(place)
+        if code is not None:
+            raise UserError(
+                f"checkpoint '{source}' stores data.{name}={value}, inside {code}, where this "
+                f"project reads or writes no data; name the data again, e.g. data.{name}=data"
+            )
         resolved[name] = str(place)
     return resolved
+
+
+def code_place(place: Path) -> str | None:
+    """What code ``place`` lies in (the project's source tree, the installed packages, this
+    Python), where a data module rebuilt from a checkpoint may not write; None if none."""
+    places = {current().root / "src": "the project's source tree"}
+    installed = (*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_path("stdlib"))
+    for packages in installed:
+        places[Path(packages)] = "the installed packages"
+    places[Path(__file__).resolve().parents[1]] = "platekit's own folder"
+    for folder, name in places.items():
+        with contextlib.suppress(OSError):
+            real = folder.resolve()
+            if place == real or real in place.parents:
+                return f"{name} ({real})"
+    return None
 
 
 def check_size(

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from platekit._errors import UserError
+
 RNGState = dict[str, Tensor]
 
 
@@ -31,6 +33,47 @@ def capture_rng() -> RNGState:
         "python": torch.tensor([version, *python_state], dtype=torch.int64),
         "python_gauss": torch.tensor(math.nan if python_gauss is None else python_gauss),
     }
+
+
+def check_rng(state: object, source: str = "the checkpoint") -> RNGState:
+    """``state`` if it holds every generator's state as :func:`capture_rng` writes it (the
+    same keys, dtypes and shapes; numpy's position in range); else one UserError line.
+
+    A state of another shape failed deep in torch or numpy ("wrong size", blamed on the net).
+    """
+    fresh = capture_rng()
+    problem = None
+    if not isinstance(state, dict):
+        problem = f"is a {type(state).__name__}"
+    else:
+        for key, expected in fresh.items():
+            value = state.get(key)
+            if not isinstance(value, Tensor) or value.dtype != expected.dtype:
+                problem = f"holds {key} as {describe(value)}, not {describe(expected)}"
+            elif key != "cuda" and value.shape != expected.shape:
+                problem = f"holds {key} of shape {list(value.shape)}, not {list(expected.shape)}"
+            elif key == "cuda" and value.numel() and (value.dim() != 2 or value.shape[1] < 1):
+                problem = f"holds cuda of shape {list(value.shape)}"
+            if problem:
+                break
+        else:
+            position, has_gauss = state["numpy_position"].tolist()
+            if not (0 <= position <= len(state["numpy_keys"]) and has_gauss in (0, 1)):
+                problem = f"holds numpy's position {position} (0 to 624) and flag {has_gauss}"
+    if problem is not None:
+        raise UserError(
+            f"{source}'s random-number states are not ones this project writes ({problem}); "
+            "resume from a checkpoint of this project's train, or start from its weights "
+            "with init_from=..."
+        )
+    assert isinstance(state, dict)
+    return state
+
+
+def describe(value: object) -> str:
+    if isinstance(value, Tensor):
+        return f"a {str(value.dtype).removeprefix('torch.')} tensor"
+    return f"a {type(value).__name__}"
 
 
 def restore_rng(state: RNGState) -> None:

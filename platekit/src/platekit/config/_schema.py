@@ -326,6 +326,12 @@ def problems(cfg: DictConfig, *, with_components: bool = True) -> list[str]:
         if (unknown_key := unknown_trainer_key(path)) and unknown_key not in written:
             written.append(unknown_key)
             continue
+        if beyond_int64(raw):  # no size, count or seed is; torch and numpy overflow on it
+            written.append(
+                f"{path}={show(raw)}: is beyond any number a run can use (at most 2**63-1); "
+                "give a smaller one"
+            )
+            continue
         rule = rule_for(path)
         owner = owner_of(path, found) if rule is None else None
         if owner is not None:
@@ -456,6 +462,13 @@ def check(cfg: DictConfig, path: str, raw: Any, rule: Rule) -> str | None:
 def complaint(path: str, value: Any, rule: Rule) -> str:
     """The line for ``path=value`` breaking ``rule``, with a value that meets it."""
     return f"{path}={show(value)}: must be {rule.need} (e.g. {path}={rule.example})"
+
+
+def beyond_int64(value: Any) -> bool:
+    """Whether ``value`` is (or a list holds) an integer no 64-bit integer can hold."""
+    if isinstance(value, list):
+        return any(beyond_int64(item) for item in value)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63 - 1
 
 
 def leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

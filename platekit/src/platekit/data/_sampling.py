@@ -13,6 +13,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler, SequentialSampler
 
+from platekit._errors import UserError
+
 
 class TensorPairs(Dataset[tuple[Tensor, Tensor]]):
     """Inputs and targets held in memory, indexed by a whole batch of indices at once."""
@@ -127,11 +129,35 @@ class EpochBatchSampler(Sampler[Tensor | tuple[int, Tensor]]):
         return {"epoch": self.epoch, "skip": max(self.skip, self.consumed)}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch = int(state["epoch"])
-        self.skip = int(state["skip"])
+        epoch, skip = (state.get(key) if isinstance(state, dict) else None for key in KEYS)
+        if not (whole(epoch, 0, MAX_EPOCH) and whole(skip, 0, len(self))):
+            raise UserError(
+                f"the checkpoint's sampler position {shown(state)} is not one this data can "
+                f"take (epoch 0 to {MAX_EPOCH}, skip 0 to its {len(self)} batches); resume "
+                "from a checkpoint of this project's train on this data, or start from its "
+                "weights with init_from=..."
+            )
+        self.epoch = int(epoch)  # type: ignore[arg-type]
+        self.skip = int(skip)  # type: ignore[arg-type]
         self.consumed = 0
         if self.skip >= len(self):  # saved after the epoch's last batch: start the next one
             self.epoch, self.skip = self.epoch + 1, 0
+
+
+KEYS = ("epoch", "skip")
+MAX_EPOCH = 10**9  # no run trains longer
+
+
+def whole(value: object, low: int, high: int) -> bool:
+    """Whether ``value`` is a whole number (an int, or an integer tensor) in [low, high]."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+        value = int(value.item())
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def shown(state: object) -> str:
+    text = repr(state)
+    return text if len(text) <= 80 else f"{text[:80]}..."
 
 
 # SequentialSampler is a marker for Lightning here; its per-index __iter__ is not used.

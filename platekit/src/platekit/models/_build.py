@@ -16,9 +16,11 @@ from lightning.pytorch.utilities.seed import isolate_rng
 from torch import Tensor, nn
 
 from platekit._errors import UserError, first_line
+from platekit._files import format_bytes
 from platekit._registry import active
 from platekit.config._nodes import to_plain
 from platekit.data._info import DataInfo
+from platekit.data._memory import in_processes, shortfall
 from platekit.models._tasks import BALANCED, TASKS, balanced_class_weights
 
 FROM_DATA = ("input_shape", "num_outputs", "vocab_size", "padding_value")
@@ -153,12 +155,48 @@ def task_classes(given: int | None, info: DataInfo) -> int:
     return info.num_classes
 
 
+TRAINING_BYTES = 16  # per float32 parameter while training: weight, gradient, two Adam moments
+
+
+def check_net_memory(net_cfg: dict[str, Any], target: str) -> None:
+    """Refuse a net whose settings ask for more memory than this process may use, counted on
+    the meta device (shapes only) before any is taken: ``model.net.channels=[20000,20000]``
+    allocated 14.4 GB before it failed. A net that cannot be built on the meta device (its
+    constructor reads a tensor's value) is built as before."""
+    try:
+        with isolate_rng(), torch.device("meta"):
+            probe = active().build(net_cfg, "net", "model.net")
+    except UserError:
+        raise
+    except Exception:
+        return  # the real build below says what is wrong, if anything
+    values = sum(value.numel() for value in probe.state_dict().values())
+    need = values * TRAINING_BYTES
+    short = shortfall(need)
+    if short is not None:
+        raise UserError(
+            f"model.net {target} holds {values:,} values: training it needs about "
+            f"{format_bytes(need)}{in_processes(need)} (weights, gradients, optimizer state), "
+            f"but {short}; make it smaller with model.net.<setting>=..."
+        )
+
+
 def check_net_fits(net_cfg: dict[str, Any], info: DataInfo) -> None:
     """Run a throwaway net on two zero inputs; refuse it if it fails or outputs another size."""
     target = net_cfg["_target_"].rsplit(".", 1)[-1]
     shape = tuple(info.input_shape)
+    check_net_memory(net_cfg, target)
     with isolate_rng(), torch.no_grad():  # the throwaway must not shift the seeded run
-        net: nn.Module = active().build(net_cfg, "net", "model.net")
+        try:
+            net: nn.Module = active().build(net_cfg, "net", "model.net")
+        except UserError:
+            raise
+        except Exception as error:  # a setting of the wrong type or value (from a YAML or
+            raise UserError(  # a resumed checkpoint): the fix is the setting
+                f"model.net {target} cannot be built from its settings "
+                f"({type(error).__name__}: {first_line(error)}); fix model.net.<setting>=... "
+                "(a resumed run takes them from its checkpoint)"
+            ) from error
         net.eval()
         try:
             outputs = net(torch.zeros(2, *shape))

@@ -10,7 +10,7 @@ from typing import Any
 
 from lightning import Callback, LightningModule, Trainer
 
-from platekit.checkpoints._rng import RNGState, capture_rng, restore_rng
+from platekit.checkpoints._rng import RNGState, capture_rng, check_rng, restore_rng
 
 CHECKPOINT_KEY = "rng_states"
 
@@ -43,7 +43,8 @@ class ExactResume(Callback):
     def on_load_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
-        self._rng_to_restore = checkpoint.get(CHECKPOINT_KEY)
+        stored = checkpoint.get(CHECKPOINT_KEY)
+        self._rng_to_restore = None if stored is None else check_rng(stored)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # As late as possible: model building and the sanity check ran since the load.
