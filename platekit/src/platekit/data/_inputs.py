@@ -6,16 +6,19 @@ with one name per row, read the way training read its data (``DataInfo`` says ho
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from platekit._errors import UserError, first_line, inert
+from platekit._files import format_bytes
 from platekit.data._encoding import encode
 from platekit.data._images import IMAGE_SUFFIXES, MAX_PIXELS, load_image, source_name
 from platekit.data._info import DataInfo
+from platekit.data._memory import shortfall
 from platekit.data._padding import (
     LENGTHS_KEY,
     check_sequences,
@@ -101,7 +104,9 @@ def read_inputs(
             array = read_sequences(path, npz_key, info)
             names += [f"{path}[{row}]" for row in range(len(array))]
         elif suffix in ARRAY_SUFFIXES:
-            array = check_array(read_array(path, npz_key), info.input_shape, str(path))
+            array = check_array(
+                read_array(path, npz_key, info.input_shape), info.input_shape, str(path)
+            )
             names += [f"{path}[{row}]" for row in range(len(array))]
         elif suffix in JSON_SUFFIXES:
             array = json_rows(read_json_file(path), info, str(path))
@@ -125,10 +130,18 @@ def read_inputs(
     return concatenate(arrays, info).astype(np.float32, copy=False), names
 
 
-def read_array(path: Path, npz_key: str | None) -> np.ndarray:
-    """The array in a .npy, or one array of a .npz (the only one, or ``npz_key``)."""
+def read_array(
+    path: Path, npz_key: str | None, input_shape: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """The array in a .npy, or one array of a .npz (the only one, or ``npz_key``).
+
+    Its header is read first (in a .npz, the member's, through the zip stream): a shape
+    other than ``(N, *input_shape)``, more data than the file or member holds, or more memory
+    than this process may use is refused before any of it is read or decompressed.
+    """
     if path.suffix.lower() == ".npy":
-        check_npy_header(path)
+        with opened(path) as handle:
+            check_header(handle, path.stat().st_size, str(path), input_shape)
     try:
         loaded = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError, MemoryError) as error:
@@ -146,6 +159,9 @@ def read_array(path: Path, npz_key: str | None) -> np.ndarray:
             )
         key = keys[0] if npz_key is None and len(keys) == 1 else npz_key
         if key in keys:
+            member = loaded.zip.getinfo(f"{key}.npy")
+            with loaded.zip.open(member) as handle:
+                check_header(handle, member.file_size, f"{path}[{key}]", input_shape)
             try:
                 return loaded[key]
             except (ValueError, OSError, EOFError, MemoryError) as error:
@@ -158,29 +174,54 @@ def read_array(path: Path, npz_key: str | None) -> np.ndarray:
     )
 
 
-def check_npy_header(path: Path) -> None:
-    """Refuse a .npy whose header claims more data than the file holds (before allocating)."""
+@contextmanager
+def opened(path: Path) -> Iterator[BinaryIO]:
     try:
         with path.open("rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            read_header = (
-                np.lib.format.read_array_header_1_0
-                if version == (1, 0)
-                else np.lib.format.read_array_header_2_0
-            )
-            shape, _, dtype = read_header(handle)
-            start = handle.tell()
+            yield handle
+    except OSError as error:
+        raise UserError(f"input '{path}' cannot be read ({first_line(error)})") from None
+
+
+def check_header(
+    handle: BinaryIO, size: int, source: str, input_shape: tuple[int, ...] | None
+) -> None:
+    """Refuse a numpy array whose header (read from ``handle``, ``size`` bytes in all) claims
+    an object array, more bytes than it holds, another shape than ``(N, *input_shape)`` or
+    more memory than this process may allocate; nothing past the header is read."""
+    try:
+        version = np.lib.format.read_magic(handle)
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read_header(handle)
+        start = handle.tell()
     except (ValueError, OSError, EOFError, SyntaxError) as error:
         raise UserError(
-            f"input '{path}' is not a readable numpy file ({first_line(error)})"
+            f"input '{source}' is not a readable numpy file ({first_line(error)})"
         ) from None
     claimed = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
-    held = path.stat().st_size - start
+    held = size - start
     if dtype.hasobject or claimed > held:
         what = "an object array" if dtype.hasobject else f"{claimed:,} bytes but holds {held:,}"
         raise UserError(
-            f"input '{path}' is not a plain numpy array file (its header claims {what}); "
+            f"input '{source}' is not a plain numpy array file (its header claims {what}); "
             "save the inputs with np.save(path, array.astype('float32'))"
+        )
+    if input_shape is not None and tuple(shape[1:]) != tuple(input_shape):
+        expected = "(N, " + ", ".join(map(str, input_shape)) + ")"
+        raise UserError(
+            f"input '{source}' has shape {tuple(shape)}; expected {expected} "
+            "(reshape it, e.g. array.reshape(-1, " + ", ".join(map(str, input_shape)) + "))"
+        )
+    need = claimed + int(np.prod(shape, dtype=np.float64)) * 4  # the array and its float32 copy
+    short = shortfall(need)
+    if short is not None:
+        raise UserError(
+            f"input '{source}' holds {tuple(shape)} values: reading it takes about "
+            f"{format_bytes(need)}, but {short}; pass it in parts"
         )
 
 
