@@ -10,9 +10,12 @@ names the machinery and the project's recipes alike (``module("_errors").UserErr
 
 import os
 import shutil
+import subprocess
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
+
+import numpy as np
 
 from platekit import current
 from platekit.testing import (  # noqa: F401  (re-exported for the tests)
@@ -96,3 +99,26 @@ def start_cli(entry: str, *overrides: str, cwd: Path, **popen: object):
 
 def run_cli(entry: str, *overrides: str, cwd: Path, timeout: float = 300):
     return run_project_cli(entry, *overrides, cwd=cwd, timeout=timeout, env=cli_env())
+
+
+def with_checkpoint(entry: str, path: Path, folder: Path) -> list[str]:
+    """The overrides that hand checkpoint ``path`` to ``entry`` (a train resume, eval, export,
+    or predict of two zero digit images written into ``folder``)."""
+    if entry == "predict":
+        inputs = folder / "x.npy"
+        np.save(inputs, np.zeros((2, 1, 8, 8), np.float32))
+        return [f"model_path={path}", f"inputs={inputs}"]
+    return [f"ckpt_path={path}", *(["trainer.max_epochs=4"] if entry == "train" else [])]
+
+
+def one_error_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    """The one ``error:`` line of a command that exited 1 without a traceback, holding
+    every one of ``words``."""
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, output[-3000:]
+    for word in words:
+        assert word in errors[0], errors[0]
+    return errors[0]

@@ -11,11 +11,10 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
-from support import PACKAGE, ROOT, module, run_cli
+from support import PACKAGE, ROOT, module, one_error_line, run_cli, with_checkpoint
 
 Checkpoint = module("checkpoints._restore").Checkpoint
 save_checkpoint = module("checkpoints._io").save_checkpoint
@@ -27,17 +26,6 @@ def edited(good: Path, path: Path, edit: Any) -> Path:
     edit(content)
     save_checkpoint(content, path)
     return path
-
-
-def one_line(result: Any, *words: str) -> str:
-    output = result.stdout + result.stderr
-    assert result.returncode == 1, output[-3000:]
-    assert "Traceback" not in output, output[-3000:]
-    errors = [line for line in output.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, output[-3000:]
-    for word in words:
-        assert word in errors[0], errors[0]
-    return errors[0]
 
 
 @pytest.mark.parametrize("stored", [24, 1])
@@ -63,11 +51,7 @@ def test_eval_and_predict_start_no_workers_a_checkpoint_asks_for(
         content["data"]["args"]["num_workers"] = 24
 
     path = edited(Path(trained["metrics"]["best_checkpoint"]), tmp_path / "w.ckpt", edit)
-    np.save(tmp_path / "x.npy", np.zeros((2, 1, 8, 8), np.float32))
-    overrides = [f"ckpt_path={path}"] if entry == "eval" else [
-        f"model_path={path}", f"inputs={tmp_path / 'x.npy'}"
-    ]  # fmt: skip
-    result = run_cli(entry, *overrides, cwd=tmp_path)
+    result = run_cli(entry, *with_checkpoint(entry, path, tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "num_workers" not in result.stdout + result.stderr  # nothing to say: not used
 
@@ -112,7 +96,7 @@ def test_eval_writes_nothing_into_the_source_tree(trained: dict[str, Any], tmp_p
 
     path = edited(Path(trained["metrics"]["best_checkpoint"]), tmp_path / "d.ckpt", edit)
     result = run_cli("eval", f"ckpt_path={path}", cwd=tmp_path)
-    one_line(result, "the project's source tree")
+    one_error_line(result, "the project's source tree")
     assert not (ROOT / "src" / PACKAGE / "x").exists()
 
 
@@ -160,5 +144,5 @@ def test_a_resume_checks_every_stored_state(
     last = Path(trained["run_dir"]) / "checkpoints" / "last.ckpt"
     path = edited(last, tmp_path / "s.ckpt", edit)
     result = run_cli("train", f"ckpt_path={path}", "trainer.max_epochs=5", cwd=tmp_path)
-    one_line(result, words)
-    assert "net" not in one_line(result, words).split("(")[0]  # not blamed on the net
+    line = one_error_line(result, words)
+    assert "net" not in line.split("(")[0]  # not blamed on the net

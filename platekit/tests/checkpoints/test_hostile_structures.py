@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
-from support import PACKAGE, cli_env, module, run_cli
+from support import PACKAGE, cli_env, module, one_error_line, run_cli, with_checkpoint
 
 save_checkpoint = module("checkpoints._io").save_checkpoint
 CHECKSUM_KEY = module("checkpoints._integrity").CHECKSUM_KEY
@@ -89,20 +88,6 @@ def shaped(good: Path, shape: str, path: Path) -> Path:
     return path
 
 
-def one_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
-    output = result.stdout + result.stderr
-    assert result.returncode == 1, output[-3000:]
-    assert "Traceback" not in output, output[-3000:]
-    errors = [line for line in output.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, output[-3000:]
-    for word in words:
-        assert word in output, output[-3000:]
-    return errors[0]
-
-
-ENTRIES = ["eval", "train", "export", "predict"]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("shape", "entry"),
@@ -114,16 +99,8 @@ def test_a_hostile_checkpoint_shape_is_one_line(
     trained: dict[str, Any], tmp_path: Path, shape: str, entry: str
 ) -> None:
     path = shaped(Path(trained["metrics"]["best_checkpoint"]), shape, tmp_path / "shaped.ckpt")
-    inputs = tmp_path / "x.npy"
-    np.save(inputs, np.zeros((2, 1, 8, 8), np.float32))
-    overrides = {
-        "train": [f"ckpt_path={path}", "trainer.max_epochs=4"],
-        "eval": [f"ckpt_path={path}"],
-        "export": [f"ckpt_path={path}"],
-        "predict": [f"model_path={path}", f"inputs={inputs}"],
-    }[entry]
-    result = run_cli(entry, *overrides, cwd=tmp_path)
-    one_line(result, SHAPES[shape][3])
+    result = run_cli(entry, *with_checkpoint(entry, path, tmp_path), cwd=tmp_path)
+    assert SHAPES[shape][3] in one_error_line(result)
 
 
 def capped(cap_bytes: int) -> Any:
@@ -153,5 +130,5 @@ def test_a_setting_too_large_for_this_process_is_one_line(
         cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300,
         preexec_fn=capped(3 * 2**30),
     )  # fmt: skip
-    one_line(result, *words)
+    one_error_line(result, *words)
     assert "MemoryError" not in result.stdout + result.stderr
