@@ -117,8 +117,12 @@ def one_error_line(result: subprocess.CompletedProcess[str], *words: str) -> str
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
-    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    lines = output.splitlines()
+    errors = [index for index, line in enumerate(lines) if line.startswith("error:")]
     assert len(errors) == 1, output[-3000:]
+    block = [lines[errors[0]]]  # the line, and the problems it lists below it ("  ...")
+    block += [line for line in lines[errors[0] + 1 :] if line.startswith("  ")][:20]
+    said = "\n".join(block)
     for word in words:
-        assert word in errors[0], errors[0]
-    return errors[0]
+        assert word in said, said
+    return said

@@ -116,8 +116,8 @@ def test_lying_npy_headers_and_object_npz_are_one_line(tmp_path: Path) -> None:
         inputs.read_inputs([liar], DIGITS)
     objects = tmp_path / "objects.npz"
     np.savez(objects, x=np.array([{"a": 1}, None], dtype=object))
-    with pytest.raises(UserError, match="cannot be read safely"):
-        inputs.read_inputs([objects], DIGITS)
+    with pytest.raises(UserError, match=r"objects\.npz\[x\]' is not a plain numpy array file "):
+        inputs.read_inputs([objects], DIGITS)  # its member's header, read before the member
 
 
 def test_a_writer_removes_its_own_stale_temporaries(tmp_path: Path) -> None:

@@ -210,13 +210,15 @@ def check_header(
             f"input '{source}' is not a plain numpy array file (its header claims {what}); "
             "save the inputs with np.save(path, array.astype('float32'))"
         )
-    if input_shape is not None and tuple(shape[1:]) != tuple(input_shape):
+    empty = 0 in shape  # said as empty after the read, with the shape it has
+    if input_shape is not None and not empty and tuple(shape[1:]) != tuple(input_shape):
         expected = "(N, " + ", ".join(map(str, input_shape)) + ")"
         raise UserError(
             f"input '{source}' has shape {tuple(shape)}; expected {expected} "
             "(reshape it, e.g. array.reshape(-1, " + ", ".join(map(str, input_shape)) + "))"
         )
-    need = claimed + int(np.prod(shape, dtype=np.float64)) * 4  # the array and its float32 copy
+    # the array, its float32 copy and the checks' temporaries of that size
+    need = claimed + 2 * int(np.prod(shape, dtype=np.float64)) * 4
     short = shortfall(need)
     if short is not None:
         raise UserError(
