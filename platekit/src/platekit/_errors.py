@@ -23,3 +23,9 @@ def inert(text: object) -> str:
     return "".join(
         char if unicodedata.category(char)[0] != "C" else ascii(char)[1:-1] for char in str(text)
     )
+
+
+def shown(value: object, limit: int = 120) -> str:
+    """``value`` for a message, cut: a name is echoed, never a megabyte of it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

@@ -35,7 +35,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from platekit._errors import UserError
+from platekit._errors import UserError, shown
 from platekit._project import current
 
 KIT = __name__.split(".")[0]  # this support package
@@ -304,12 +304,6 @@ def moved_in_platekit(name: str) -> str:
         return name
     candidate = f"{KIT}.{MOVED_PACKAGES[parts[1]]}.{parts[-1]}"
     return candidate if locate(candidate, (KIT,)) is not None else name
-
-
-def shown(value: object, limit: int = 120) -> str:
-    """``value`` for a message, cut: a name is echoed, never a megabyte of it."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def abstract_methods(cls: type) -> list[str]:

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler, SequentialSampler
 
-from platekit._errors import UserError
+from platekit._errors import UserError, shown
 
 
 class TensorPairs(Dataset[tuple[Tensor, Tensor]]):
@@ -153,11 +153,6 @@ def whole(value: object, low: int, high: int) -> bool:
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
         value = int(value.item())
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
-def shown(state: object) -> str:
-    text = repr(state)
-    return text if len(text) <= 80 else f"{text[:80]}..."
 
 
 # SequentialSampler is a marker for Lightning here; its per-index __iter__ is not used.
