@@ -97,7 +97,7 @@ def test_a_module_in_no_layer_breaks_the_contract(tmp_path: Path) -> None:
 
 def test_the_config_layer_imports_neither_torch_nor_lightning() -> None:
     probe = (
-        "import sys, platekit.config, platekit.config._schema, platekit.config._precheck\n"
+        "import sys, platekit.config, platekit.config._schema, platekit.config._check\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'lightning'}))"
     )
     result = subprocess.run(

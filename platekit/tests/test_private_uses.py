@@ -7,8 +7,6 @@ moves one fails here, naming it, not as a silent change of behaviour in a run.
 - ``ExperimentWriter._check_log_dir_exists()`` and ``CSVLogger._experiment`` / ``_fs``: a
   resumed run appends to its ``metrics.csv`` (training/_csv_logger.py).
 - ``LRScheduler._last_lr``: a re-planned schedule's lr, set on restore (models/_schedules.py).
-- ``hydra._internal.utils.get_args_parser()``: the command line as Hydra reads it, for the
-  check before Hydra makes a run directory (config/_precheck.py).
 - uvicorn's ``H11Protocol``: ``connection_made``, ``data_received``, ``connection_lost``,
   ``send_400_response(msg)`` and its ``conn`` (an h11 connection), ``transport``, ``loop``
   and ``client``: the request deadline and JSON errors of the model server
@@ -19,7 +17,6 @@ import inspect
 
 import pytest
 import torch
-from hydra._internal.utils import get_args_parser
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
@@ -73,9 +70,3 @@ def test_uvicorns_h11_protocol_has_what_the_servers_deadline_uses() -> None:
     assert "self.send_400_response(msg)" in source  # what it calls on a request h11 refuses
     for method in ("connection_made", "data_received", "connection_lost", "send_400_response"):
         assert method in vars(DeadlineProtocol), method
-
-
-def test_hydras_argument_parser_reads_overrides_and_multirun() -> None:
-    args = get_args_parser().parse_args(["--multirun", "a=1", "b=2"])
-    assert args.multirun is True
-    assert args.overrides == ["a=1", "b=2"]

@@ -134,7 +134,7 @@ def test_every_override_a_document_shows_passes_the_config_check(
 ) -> None:
     given = [o.replace("$PWD", str(tmp_path)) for o in overrides]
     OmegaConf.register_new_resolver("run_dir", module("config._resume").run_dir, replace=True)
-    planned = module("config._precheck").check(CONFIG_DIR, config, given)
+    planned = module("config._check").check(CONFIG_DIR, config, given)
     assert planned.problems == [], f"{doc}: {line}"
 
 
@@ -340,7 +340,7 @@ def accepted(overrides: list[str]) -> bool:
     choices = [[], *([f"{group}={o}"] for o in options), ["hparams_search=optuna"]]
     for choice in choices:
         try:
-            planned = module("config._precheck").check(CONFIG_DIR, "train", [*choice, *overrides])
+            planned = module("config._check").check(CONFIG_DIR, "train", [*choice, *overrides])
         except Exception:  # Hydra refused the key
             continue
         if not planned.problems:

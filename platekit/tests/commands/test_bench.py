@@ -13,7 +13,7 @@ from support import CONFIG_DIR, compose_config, module, read_json
 
 bench = module("bench")
 UserError = module("_errors").UserError
-check_config = module("config._precheck").check
+check_config = module("config._check").check
 cores = module("config._threads").available_cores()
 module("train")  # registers the run_dir resolver hydra.run.dir of train.yaml uses
 

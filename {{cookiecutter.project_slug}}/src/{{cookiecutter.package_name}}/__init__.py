@@ -5,7 +5,5 @@ The project's own code: its data modules (``data/``), nets (``models/``) and rec
 """
 
 from platekit import Project, use
-from platekit.config import check_command_line
 
 PROJECT = use(Project.at(__name__, __file__))
-check_command_line(PROJECT)  # a mistyped key or value is refused before torch is imported

@@ -14,10 +14,12 @@ if TYPE_CHECKING:  # the names as a type checker sees them, imported eagerly
     from platekit.commands._entry import command as command
     from platekit.commands._export import export as export
     from platekit.commands._predict import predict as predict
+    from platekit.commands._run_check import CheckRun as CheckRun
     from platekit.commands._serve import serve as serve
     from platekit.commands._sweep import main as sweep  # noqa: F401
 
 EXPORTS = {
+    "CheckRun": "._run_check",
     "command": "._entry",
     "bench": "._bench",
     "doctor": "._doctor:main",

@@ -11,16 +11,24 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import hydra
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from platekit._errors import UserError, inert
 from platekit._registry import old_import
 from platekit.commands._quiet import quiet_third_party
-from platekit.commands._rundir import Fresh, unwritable
+from platekit.commands._run_check import (
+    FRESH,
+    FULL_ERROR,
+    checked,
+    composed,
+    composition_errors_raised,
+)
+from platekit.config._check import addition, report
 from platekit.config._nodes import config_dir
-from platekit.config._precheck import plan, report
 from platekit.config._resume import run_dir
 from platekit.config._schema import problems
 from platekit.config._typos import nearest_names
@@ -57,18 +65,18 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
     OmegaConf.register_new_resolver("run_dir", run_dir, replace=True)
 
     def wrap(task: Task) -> Callable[[], None]:
-        fresh = Fresh()  # what existed before Hydra made the run directory
-
         def refuse(message: str) -> NoReturn:
             log.error("error: %s", message)
             if HydraConfig.get().mode == RunMode.RUN:
-                fresh.discard(Path(HydraConfig.get().runtime.output_dir))
+                FRESH.discard(Path(HydraConfig.get().runtime.output_dir))
             sys.exit(1)
 
         @functools.wraps(task)
         def main(cfg: DictConfig) -> Any:
+            composed()  # a config without the CheckRun callback
             quiet_third_party()
-            if found := problems(cfg):  # what a sweeper picked (the rest was checked before)
+            # What a sweeper picked, or a config that CheckRun did not see.
+            if not checked() and (found := problems(cfg)):
                 refuse(report(found))
             try:
                 return task(cfg)  # a sweeper (e.g. Optuna) reads the returned value
@@ -98,28 +106,8 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
                 sys.exit(1)
             if takes_data_settings(config_name):
                 sys.argv[1:] = [as_addition(arg) for arg in sys.argv[1:]]
-            planned = plan(config_dir(), config_name, sys.argv[1:])
-            if planned.problems:  # refused before Hydra makes a run directory
-                print(f"error: {report(planned.problems)}", flush=True)
-                sys.exit(1)
-            if reason := unwritable(planned.run_dir):
-                print(
-                    f"error: cannot make the run directory {planned.run_dir}: {reason}; set "
-                    "paths.root_dir (or PROJECT_ROOT) or hydra.run.dir to a writable folder",
-                    flush=True,
-                )
-                sys.exit(1)
-            if config_name == "train" and (taken := another_run(planned.run_dir, sys.argv[1:])):
-                print(f"error: {taken}", flush=True)
-                sys.exit(1)
-            fresh.note(planned.run_dir)
-            sys.argv[1:] = planned.command_line(sys.argv[1:])  # declared keys files leave out
             try:
-                hydra_main()
-            except SystemExit as stop:
-                if stop.code not in (0, None):
-                    print_hints(config_name, sys.argv[1:])
-                raise
+                run_hydra(hydra_main, config_name)
             finally:
                 # The command is done: spare the exit a garbage collection over every object
                 # torch and Lightning made (measured: 5.9 s of a loaded 2-core box's exit
@@ -129,6 +117,45 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
         return main_with_hints
 
     return wrap(task)
+
+
+def run_hydra(hydra_main: Callable[[], Any], config_name: str) -> None:
+    """Run ``hydra_main`` on ``sys.argv``; what Hydra cannot compose is said in one line.
+
+    An override Hydra refuses because the config files leave its key out, where the key
+    lies in a component (``data.noise=0.1``), is given again as ``+data.noise=0.1``: the
+    component's class then takes it or refuses it by name (``commands/_run_check.py``).
+    """
+    user_wants_traceback = os.environ.get(FULL_ERROR) is not None
+    for _ in range(len(sys.argv)):
+        try:
+            with composition_errors_raised():
+                hydra_main()
+            return
+        except HydraException as error:
+            if user_wants_traceback:
+                raise
+            overrides = sys.argv[1:]
+            index = addition(error, overrides)
+            if index is None:
+                for line in mistakes(error, config_name, overrides):
+                    print(f"error: {line}", flush=True)
+                sys.exit(1)
+            sys.argv[index + 1] = f"+{overrides[index]}"
+            GlobalHydra.instance().clear()
+
+
+def mistakes(error: HydraException, config_name: str, overrides: list[str]) -> list[str]:
+    """A line per override Hydra could not compose, naming the nearest valid names; else
+    Hydra's own message in one line."""
+    try:
+        hints = nearest_names(config_dir(), config_name, overrides)
+    except Exception:  # hints are a courtesy; never mask the real error
+        hints = []
+    if hints:
+        return hints
+    causes = [str(error), str(error.__cause__ or "")]
+    return [" ".join(line.strip() for c in causes for line in c.splitlines() if line.strip())]
 
 
 RUN_NAME_ENV = "RUN_NAME"  # names the run directory (scripts/ give every process the same)
@@ -153,22 +180,6 @@ def run_name_problem(name: str | None) -> str | None:
     )
 
 
-def another_run(planned: Path | None, args: list[str]) -> str | None:
-    """Why a new training run may not use ``planned``: it holds another run's checkpoints or
-    results (``RUN_NAME`` reused), which it would overwrite and mix with its own."""
-    resuming = any(arg.split("=", 1)[0].lstrip("+~") in ("ckpt_path",) for arg in args)
-    if planned is None or resuming or not planned.is_dir():
-        return None
-    found = [name for name in ("checkpoints", "metrics.json") if (planned / name).exists()]
-    if not found:
-        return None
-    return (
-        f"the run directory {planned} holds another run ({', '.join(found)}); a new run "
-        "there would overwrite it: pick another RUN_NAME, or resume that run with "
-        f"ckpt_path={planned / 'checkpoints' / 'last.ckpt'}"
-    )
-
-
 def takes_data_settings(config_name: str) -> bool:
     """Whether ``configs/<config_name>.yaml`` declares ``data: {}`` for overrides."""
     path = config_dir() / f"{config_name}.yaml"
@@ -180,13 +191,3 @@ def takes_data_settings(config_name: str) -> bool:
 def as_addition(arg: str) -> str:
     """``data.path=x`` -> ``+data.path=x``: a key added to the empty ``data`` node."""
     return f"+{arg}" if arg.startswith("data.") and "=" in arg else arg
-
-
-def print_hints(config_name: str, overrides: list[str]) -> None:
-    """After Hydra's own error, name the valid keys/options nearest to a mistyped one."""
-    try:
-        hints = nearest_names(config_dir(), config_name, overrides)
-    except Exception:  # hints are a courtesy; never mask the real error
-        return
-    for hint in hints:
-        sys.stderr.write(f"hint: {hint}\n")

@@ -1,6 +1,4 @@
-"""Config checks and Hydra helpers: no torch, no Lightning (a mistyped value is refused
-before they are imported)."""
+"""Config checks and Hydra helpers: no torch, no Lightning. Nothing here is public: a
+command's config is checked by the ``CheckRun`` callback (``platekit.commands``)."""
 
-from platekit.config._early import check_command_line
-
-__all__ = ["check_command_line"]
+__all__: list[str] = []

@@ -310,16 +310,14 @@ def rule_at(cfg: DictConfig, path: str) -> Rule | None:
     return None if deeper or key not in owner.settings else owner.rule(key)
 
 
-def problems(cfg: DictConfig, *, with_components: bool = True) -> list[str]:
+def problems(cfg: DictConfig) -> list[str]:
     """One line per value of ``cfg`` that breaks its rule, in config order.
 
     A value written as an interpolation (``${seed}``, ``${paths.output_dir}/checkpoints``)
     mostly breaks its rule because a value it refers to does: such lines are left out while
     any value written out is wrong, so each mistake is named once.
-    ``with_components=False`` checks only the rules written out here (and Trainer keys):
-    no component's class is imported, so it answers before torch and Lightning load.
     """
-    found, refused = components(cfg) if with_components else ({}, [])
+    found, refused = components(cfg)
     written: list[str] = list(refused)
     derived: list[str] = []
     for path, raw in leaves(OmegaConf.to_container(cfg, resolve=False)):
