@@ -22,9 +22,8 @@ import logging
 import math
 from typing import Any
 
-from torch import Tensor
 from torch.optim import Optimizer
-from torch.optim.lr_scheduler import LRScheduler, OneCycleLR
+from torch.optim.lr_scheduler import LambdaLR, OneCycleLR
 
 from platekit._errors import UserError
 
@@ -50,8 +49,9 @@ def warmup_length(warmup_steps: int, warmup_epochs: float, steps_per_epoch: int 
     return round(warmup_epochs * steps_per_epoch)
 
 
-class PlannedLR(LRScheduler):
-    """``lr = base_lr x multiplier(step)``: linear warm-up, then the subclass's decay.
+class PlannedLR(LambdaLR):
+    """torch's ``LambdaLR`` with ``lr = base_lr x multiplier(step)``: linear warm-up, then the
+    subclass's decay; its state is the step count, its plan made anew by each run.
 
     Args:
         optimizer: the optimizer whose groups it sets.
@@ -80,7 +80,7 @@ class PlannedLR(LRScheduler):
                 f"run ({self.total_steps} steps); shorten scheduler.warmup_steps/warmup_epochs "
                 "or train longer"
             )
-        super().__init__(optimizer)
+        super().__init__(optimizer, self.multiplier)
 
     def multiplier(self, step: int) -> float:
         """The factor on the base lr at optimizer step ``step`` (counted from 0)."""
@@ -92,12 +92,6 @@ class PlannedLR(LRScheduler):
     def decay(self, progress: float) -> float:
         """The factor after the warm-up, at ``progress`` from 0 (start) to 1 (end)."""
         return 1.0
-
-    def lrs_at(self, step: int) -> list[float]:
-        return [float(base) * self.multiplier(step) for base in self.base_lrs]
-
-    def get_lr(self) -> list[float | Tensor]:
-        return list(self.lrs_at(self.last_epoch))
 
     def state_dict(self) -> dict[str, Any]:
         state = {key: self.__dict__[key] for key in self.RESTORED}
@@ -118,7 +112,7 @@ class PlannedLR(LRScheduler):
                 new,
                 self.last_epoch,
             )
-        lrs = self.lrs_at(self.last_epoch)
+        lrs = [float(base) * self.multiplier(self.last_epoch) for base in self.base_lrs]
         for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
             group["lr"] = lr
         self._last_lr = list(lrs)
