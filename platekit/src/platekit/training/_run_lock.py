@@ -5,6 +5,9 @@ The kernel drops it when the process ends however it ends (SIGKILL included), so
 left behind locks no one out; its existence means nothing. Under DDP the ranks share the
 directory and only global rank 0 takes the lock. Locks on network file systems (NFS,
 Lustre, ...) may not hold between machines.
+
+Not ``filelock``: its ``flock`` lock records no holder (the refusal names pid and host), and
+its soft locks, which record one, are not dropped by the kernel when their process dies.
 """
 
 import fcntl
