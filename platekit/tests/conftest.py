@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,12 @@ import pytest
 import torch
 
 PROJECT_ENV = "PLATEKIT_TEST_PROJECT"
+
+# Each command's config keys are declared by the modules that read them, imported by its
+# process; a test that checks any command's config imports them all.
+DECLARING = ["training._recipe", "commands._export", "commands._predict", "commands._bench"]
+for _name in [*DECLARING, "sweeps._config", *(["commands._serve"] if find_spec("uvicorn") else [])]:
+    import_module(f"platekit.{_name}")
 TESTS = Path(__file__).resolve().parent
 FIXTURE = TESTS / "project"
 

@@ -235,6 +235,36 @@ def test_only_a_run_directory_this_run_made_and_left_empty_is_removed(tmp_path: 
     assert not (tmp_path / "new").exists()  # nor the folders made for it
 
 
+# A key each command's own code reads, declared beside that code, with a value it refuses.
+OWN_KEYS = [
+    ("train", "compile=yes", "compile=yes: must be true or false (e.g. compile=true)"),
+    ("eval", "new_data=2", "new_data=2: must be true or false (e.g. new_data=true)"),
+    ("export", "opset=3", "opset=3: must be an integer >= 7 (e.g. opset=18)"),
+    ("predict", "batch_size=0", "batch_size=0: must be an integer >= 1 (e.g. batch_size=512)"),
+    ("serve", "port=70000", "port=70000: must be an integer from 0 to 65535 (e.g. port=8000)"),
+    ("bench", "bench.rounds=0", "bench.rounds=0: must be an integer >= 1 (e.g. bench.rounds=3)"),
+]
+
+
+NEEDED = {  # the values each command must be given
+    "eval": ["ckpt_path=x.ckpt"],
+    "export": ["ckpt_path=x.ckpt"],
+    "predict": ["model_path=m.onnx", "inputs=x.npy"],
+    "serve": ["model_path=m.onnx"],
+}
+
+
+@pytest.mark.slow
+def test_each_command_checks_the_keys_its_own_code_declares(tmp_path: Path) -> None:
+    for command, override, line in OWN_KEYS:
+        if command == "serve":
+            pytest.importorskip("uvicorn")
+        result = run_cli(command, override, *NEEDED.get(command, []), cwd=tmp_path)
+        assert result.returncode == 1, (command, result.stdout[-2000:])
+        assert result.stdout.splitlines()[1:] == [f"  {line}"], (command, result.stdout)
+        assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_cli_lists_every_problem_and_leaves_no_run_directory(tmp_path: Path) -> None:
     a_file = tmp_path / "a_file"

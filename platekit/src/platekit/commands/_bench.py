@@ -30,12 +30,23 @@ from omegaconf import DictConfig, OmegaConf
 
 from platekit._errors import UserError
 from platekit._files import write_json
+from platekit.config._rules import integer
+from platekit.config._schema import declare
 from platekit.config._threads import Threads, apply_threads, available_cores, choose_threads
 from platekit.training._history import MetricHistory
 from platekit.training._summary import peak_memory_mb
 from platekit.training._trainer import build_parts, build_trainer, model_for, prepare_run
 
 log = logging.getLogger(__name__)
+
+declare(
+    {
+        "bench.steps": integer(1, example=30),
+        "bench.warmup": integer(1, example=5),
+        "bench.rounds": integer(1, example=3),
+        "bench.data_batches": integer(1, example=50),
+    }
+)
 
 Clock = Callable[[], float]
 NEVER = 1_000_000  # check_val_every_n_epoch that keeps validation out of the timed steps

@@ -27,6 +27,8 @@ from platekit._errors import UserError
 from platekit._files import write_atomic, write_json
 from platekit._registry import trust
 from platekit.checkpoints._restore import Checkpoint
+from platekit.config._rules import CHECKPOINT, flag, integer, list_of, number, text
+from platekit.config._schema import declare
 from platekit.data._base import BaseDataModule
 from platekit.data._info import DataInfo
 from platekit.data._inputs import table_array
@@ -37,6 +39,19 @@ from platekit.models._runners import TorchRunner
 from platekit.training._trainer import data_overrides, prepare_run
 
 log = logging.getLogger(__name__)
+
+declare(
+    {
+        "ckpt_path": CHECKPOINT,
+        "output_path": text("model.onnx"),
+        "opset": integer(7, example=18),
+        "batch_sizes": list_of(integer(1, example=1), example="[1,7,64]"),
+        "tolerance": number(above=0.0, example=1e-4),
+        "rtol": number(low=0.0, example=1e-5),
+        "repeats": integer(1, example=50),
+        "verbose": flag(),  # the ONNX exporter's own progress lines
+    }
+)
 
 DEFAULT_RTOL = 1e-5  # float32: a few units in the last place of values of any size
 

@@ -21,6 +21,8 @@ from omegaconf import DictConfig, ListConfig
 from platekit._errors import UserError, inert
 from platekit._files import json_text, write_atomic
 from platekit.config._nodes import save_config
+from platekit.config._rules import either, flag, integer, list_of, null_or, text
+from platekit.config._schema import declare
 from platekit.data._images import MAX_PIXELS
 from platekit.data._info import DataInfo
 from platekit.data._inputs import read_inputs
@@ -28,6 +30,18 @@ from platekit.data._ranges import MARGIN, outside, summary
 from platekit.models._onnx_runner import OnnxRunner, Runner
 
 log = logging.getLogger(__name__)
+
+declare(
+    {
+        "model_path": text("outputs/export/runs/<time>/model.onnx"),
+        "inputs": either(text("x.npy"), list_of(text("x.npy"), example="[a.png,more/]")),
+        "output_path": text("out.csv"),
+        "npz_key": null_or(text("x")),
+        "invert": flag(),
+        "batch_size": integer(1, example=512),
+        "max_image_pixels": integer(1, example=16777216),
+    }
+)
 
 FORMATS = (".csv", ".json")
 

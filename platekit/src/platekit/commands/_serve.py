@@ -25,9 +25,26 @@ from platekit.commands._serving_app import build_app
 from platekit.commands._serving_bodies import Limits
 from platekit.commands._serving_guard import allowed_hosts
 from platekit.commands._serving_protocol import protocol_with_deadline
+from platekit.config._rules import flag, integer, number, text
+from platekit.config._schema import declare
 from platekit.models._onnx_runner import OnnxRunner
 
 log = logging.getLogger(__name__)
+
+declare(
+    {
+        "model_path": text("outputs/export/runs/<time>/model.onnx"),
+        "host": text("127.0.0.1"),
+        "port": integer(0, 65535, example=8000),
+        "batch_size": integer(1, example=512),
+        "max_body_bytes": integer(1, example=8388608),
+        "max_connections": integer(1, example=512),
+        "max_rows": integer(1, example=10000),
+        "max_image_pixels": integer(1, example=16777216),
+        "request_timeout": number(above=0.0, example=10),
+        "access_log": flag(),
+    }
+)
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 

@@ -115,6 +115,12 @@ def passed(to: str) -> Rule:
     return Rule(f"passed to {to}, which checks it", checked_elsewhere=True)
 
 
+# Opened and verified by the checkpoint loader (train's ckpt_path also takes `last`).
+CHECKPOINT = Rule(
+    "a checkpoint path",
+    "outputs/train/runs/<time>/checkpoints/last.ckpt",
+    lambda value: value is None or (isinstance(value, str) and bool(value)),
+)
 MAPPING = Rule("a mapping", "{}", lambda value: isinstance(value, dict))
 NULL = Rule("null", "null", lambda value: value is None)
 

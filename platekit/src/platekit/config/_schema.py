@@ -10,11 +10,14 @@ Two sources, and no value is described twice:
   declared range. The class is resolved by the checkpoint class registry (only its
   defining module is imported); a class outside the registry's roots (Lightning's own
   callbacks and loggers) is left to the code that builds it.
-- **The run's own keys** (``seed``, ``trainer.*``, ``paths.*``, ``hydra.*``, the commands'
-  top-level keys, and what the project does with a component beyond its class: a
-  callback's ``mode: null`` follows the task): ``RULES`` below maps a dotted path pattern to
-  a :class:`~.rules.Rule`; ``*`` stands for one key, ``**`` for one or more, and the first
-  matching pattern wins. A rule here also wins over a component's parameter.
+- **A command's own keys** (``port``, ``bench.steps``, ``sweep.heartbeat_s``): declared by
+  the module whose code reads them, with ``declare`` (``commands/_serve.py``): a command
+  checks the keys its code reads.
+- **The machinery's keys** (``seed``, ``trainer.*``, ``paths.*``, ``hydra.*``, and what the
+  project does with a component beyond its class: a callback's ``mode: null`` follows the
+  task): ``RULES`` below. Both map a dotted path pattern to a :class:`~.rules.Rule`; ``*``
+  stands for one key, ``**`` for one or more, and the first matching pattern wins (declared
+  ones first). A rule also wins over a component's parameter.
   ``LIBRARY_RANGES`` bounds the parameters of library classes that cannot be annotated
   where they are declared (a torch optimizer's ``lr``).
 
@@ -59,12 +62,6 @@ from platekit.config._rules import (
 from platekit.settings import EMPTY, Range, Settings, annotated, settings_of
 
 SEED = integer(0, 2**32 - 1, example=0)  # numpy's seed range, as Lightning's seed_everything
-# Opened and verified by the checkpoint loader (train's ckpt_path also takes `last`).
-CHECKPOINT = Rule(
-    "a checkpoint path",
-    "outputs/train/runs/<time>/checkpoints/last.ckpt",
-    lambda value: value is None or (isinstance(value, str) and bool(value)),
-)
 # A count of batches (an int) or a fraction of them (a float), as Lightning takes both.
 BATCHES = either(integer(0, example=5), number(low=0.0, high=1.0, example=0.25))
 DEVICES = either(
@@ -110,59 +107,12 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("scheduler", null_or(MAPPING)),
     ("model.optimizer", null_or(MAPPING)),
     ("model.scheduler", null_or(MAPPING)),
-    # the sweep (configs/hparams_search/, sweeps/_config.py checks the rest)
-    ("sweep.study", TASK_NAME),
-    ("sweep.direction", choice("maximize", "minimize")),
-    ("sweep.n_trials", integer(1, example=20)),
-    ("sweep.workers", integer(0, example=2)),
-    ("sweep.storage", text("sqlite")),
-    ("sweep.heartbeat_s", number(above=0.0, example=10)),
-    ("sweep.stale_after_s", number(above=0.0, example=120)),
-    ("sweep.worker", passed("the sweep command (set per worker)")),
-    ("sweep.sampler", null_or(MAPPING)),
-    ("sweep.sampler._target_", target()),
-    ("sweep.sampler.**", passed("the Optuna sampler (sweep.sampler._target_)")),
-    ("sweep.pruner", null_or(MAPPING)),
-    ("sweep.pruner._target_", target()),
-    ("sweep.pruner.**", passed("the Optuna pruner (sweep.pruner._target_)")),
-    ("sweep.params.**", passed("the sweep's search space (sweeps/_space.py)")),
-    # train.yaml, eval.yaml, export.yaml, predict.yaml, bench.yaml
+    # every command's: the run's name, seed, threads and trusted classes
     ("task_name", TASK_NAME),
     ("seed", SEED),
-    ("compile", flag()),
     # train: auto or a count; serve: null (onnxruntime's own choice) or a count
     ("threads", null_or(either(choice("auto"), integer(1, example=2)))),
-    ("ckpt_path", CHECKPOINT),
-    ("init_from", CHECKPOINT),
-    ("init_strict", flag()),
-    ("new_data", flag()),
-    ("optimized_metric", null_or(text("monitor"))),
-    ("model_path", text("outputs/export/runs/<time>/model.onnx")),
-    ("inputs", either(text("x.npy"), list_of(text("x.npy"), example="[a.png,more/]"))),
-    ("output_path", text("out.csv")),
-    ("npz_key", null_or(text("x"))),
-    ("invert", flag()),
-    ("batch_size", integer(1, example=512)),
     ("trusted_classes", CLASS_NAMES),
-    ("opset", integer(7, example=18)),
-    ("batch_sizes", list_of(integer(1, example=1), example="[1,7,64]")),
-    ("tolerance", number(above=0.0, example=1e-4)),
-    ("rtol", number(low=0.0, example=1e-5)),
-    ("repeats", integer(1, example=50)),
-    ("verbose", flag()),  # export: the ONNX exporter's own progress lines
-    # predict and serve
-    ("max_image_pixels", integer(1, example=16777216)),
-    ("host", text("127.0.0.1")),
-    ("port", integer(0, 65535, example=8000)),
-    ("max_body_bytes", integer(1, example=8388608)),
-    ("max_connections", integer(1, example=512)),
-    ("max_rows", integer(1, example=10000)),
-    ("request_timeout", number(above=0.0, example=10)),
-    ("access_log", flag()),
-    ("bench.steps", integer(1, example=30)),
-    ("bench.warmup", integer(1, example=5)),
-    ("bench.rounds", integer(1, example=3)),
-    ("bench.data_batches", integer(1, example=50)),
     # paths/ and hydra/: directories the run writes into
     ("paths.output_dir", directory("outputs/train/runs/mine")),
     ("paths.*", directory("outputs")),
@@ -289,9 +239,24 @@ def setting_rule(cls: type, key: str) -> Rule | None:
     return rule or passed(f"{cls.__name__} (its {key} parameter)")
 
 
+# A command's own keys, each declared by the module whose code reads it (``declare``): a
+# command checks the keys its code reads, and those of the machinery above.
+DECLARED: dict[str, Rule] = {}
+
+
+def declare(rules: Mapping[str, Rule]) -> None:
+    """Declare the rules of config keys the calling module reads (dotted path patterns, as
+    in ``RULES``; matched before them, in the order declared). Two modules may declare one
+    key (``model_path`` for predict and serve) only as the same need."""
+    for pattern, rule in rules.items():
+        known = DECLARED.setdefault(pattern, rule)
+        if known.need != rule.need:
+            raise ValueError(f"config key {pattern} declared twice: {known.need} / {rule.need}")
+
+
 def rule_for(path: str) -> Rule | None:
     """The written-out rule of the config value at dotted ``path``, or ``None``."""
-    for pattern, rule in RULES:
+    for pattern, rule in (*DECLARED.items(), *RULES):
         if _regex(pattern).fullmatch(path):
             return rule
     return None

@@ -12,7 +12,29 @@ from omegaconf import DictConfig, OmegaConf
 from platekit._errors import UserError
 from platekit.config._nodes import config_dir
 from platekit.config._resume import run_dir
+from platekit.config._rules import MAPPING, choice, integer, null_or, number, passed, target, text
+from platekit.config._schema import TASK_NAME, declare
 from platekit.config._typos import nearest_names
+
+declare(
+    {
+        "sweep.study": TASK_NAME,
+        "sweep.direction": choice("maximize", "minimize"),
+        "sweep.n_trials": integer(1, example=20),
+        "sweep.workers": integer(0, example=2),
+        "sweep.storage": text("sqlite"),
+        "sweep.heartbeat_s": number(above=0.0, example=10),
+        "sweep.stale_after_s": number(above=0.0, example=120),
+        "sweep.worker": passed("the sweep command (set per worker)"),
+        "sweep.sampler": null_or(MAPPING),
+        "sweep.sampler._target_": target(),
+        "sweep.sampler.**": passed("the Optuna sampler (sweep.sampler._target_)"),
+        "sweep.pruner": null_or(MAPPING),
+        "sweep.pruner._target_": target(),
+        "sweep.pruner.**": passed("the Optuna pruner (sweep.pruner._target_)"),
+        "sweep.params.**": passed("the sweep's search space (sweeps/_space.py)"),
+    }
+)
 
 CONFIG_NAME = "train"
 SEARCH_GROUP = "hparams_search"

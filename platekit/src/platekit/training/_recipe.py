@@ -48,6 +48,8 @@ from platekit.checkpoints._run_settings import (
     refuse_ignored_optimizer_settings,
 )
 from platekit.config._resume import resume_path
+from platekit.config._rules import CHECKPOINT, flag, null_or, text
+from platekit.config._schema import declare
 from platekit.config._threads import CHECKPOINT_KEY as THREADS_KEY
 from platekit.config._threads import Threads, apply_threads, available_cores, choose_threads
 from platekit.data._adapters import warn_if_plain
@@ -80,6 +82,16 @@ from platekit.training._trainer import (
 )
 
 log = logging.getLogger(__name__)
+
+declare(
+    {
+        "ckpt_path": CHECKPOINT,
+        "init_from": CHECKPOINT,
+        "init_strict": flag(),
+        "new_data": flag(),
+        "optimized_metric": null_or(text("monitor")),
+    }
+)
 
 __all__ = ["Checkpoint", "EvalRun", "TrainRun", "build_parts", "build_trainer"]
 

@@ -17,6 +17,8 @@ from platekit._errors import UserError
 from platekit._registry import active
 from platekit.config._nodes import instantiate_each, save_config, to_plain
 from platekit.config._precision import resolve_precision
+from platekit.config._rules import flag
+from platekit.config._schema import declare
 from platekit.data._adapters import data_info, is_contract
 from platekit.data._info import DataInfo
 from platekit.models._build import build_model
@@ -26,6 +28,8 @@ from platekit.training._logger_runs import LoggerRuns, continue_logger_runs
 from platekit.training._slurm import cluster_plugins
 
 log = logging.getLogger(__name__)
+
+declare({"compile": flag()})
 
 
 def prepare_run(cfg: DictConfig) -> Path:
