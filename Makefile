@@ -31,7 +31,7 @@ demo: $(STAMP)
 	$(MAKE) -C $(DEMO_DIR)/digits-classifier train
 
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist worksteal
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist worksteal --durations=25
 
 test-fast: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow"
