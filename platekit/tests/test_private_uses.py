@@ -7,12 +7,17 @@ moves one fails here, naming it, not as a silent change of behaviour in a run.
 - ``ExperimentWriter._check_log_dir_exists()`` and ``CSVLogger._experiment`` / ``_fs``: a
   resumed run appends to its ``metrics.csv`` (training/_csv_logger.py).
 - ``LRScheduler._last_lr``: a re-planned schedule's lr, set on restore (models/_schedules.py).
+- ``torch.ops.mkldnn._is_mkldnn_bf16_supported()``: oneDNN's own answer to whether this CPU
+  runs bf16 (config/_precision.py); torch has no public one for the CPU.
+- the logger ``torch.onnx._internal.exporter._registration``, quieted during export
+  (commands/_export.py): a name only, so a rename brings its lines back and breaks nothing.
 - uvicorn's ``H11Protocol``: ``connection_made``, ``data_received``, ``connection_lost``,
   ``send_400_response(msg)`` and its ``conn`` (an h11 connection), ``transport``, ``loop``
   and ``client``: the request deadline and JSON errors of the model server
   (commands/_serving_protocol.py). uvicorn has no public hook for either.
 """
 
+import importlib.util
 import inspect
 
 import pytest
@@ -70,3 +75,11 @@ def test_uvicorns_h11_protocol_has_what_the_servers_deadline_uses() -> None:
     assert "self.send_400_response(msg)" in source  # what it calls on a request h11 refuses
     for method in ("connection_made", "data_received", "connection_lost", "send_400_response"):
         assert method in vars(DeadlineProtocol), method
+
+
+def test_torchs_cpu_bf16_probe_is_there_and_answers_a_bool() -> None:
+    assert isinstance(torch.ops.mkldnn._is_mkldnn_bf16_supported(), bool)
+
+
+def test_the_quieted_onnx_exporter_logger_is_a_module_of_this_torch() -> None:
+    assert importlib.util.find_spec("torch.onnx._internal.exporter._registration") is not None
