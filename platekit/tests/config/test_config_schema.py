@@ -316,11 +316,16 @@ def test_refused_resume_leaves_the_finished_run_as_it_was(
     run_dir = finished_run(trained, tmp_path)
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     last = run_dir / "checkpoints" / "last.ckpt"
-    result = run_cli("train", f"ckpt_path={last}", "trainer.max_epochs=abc", cwd=tmp_path)
-    assert result.returncode == 1
-    assert "  trainer.max_epochs=abc: must be an integer >= -1" in result.stdout
-    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
-    assert [p.name for p in run_dir.parent.iterdir()] == ["finished"]
+    for override, said in (
+        ("trainer.max_epochs=abc", "  trainer.max_epochs=abc: must be an integer >= -1"),
+        # a mistyped callback: not a component's setting, though under callbacks
+        ("callbacks.early_stoping.patience=3", "did you mean: callbacks.early_stopping.patience"),
+    ):
+        result = run_cli("train", f"ckpt_path={last}", override, cwd=tmp_path)
+        assert result.returncode == 1
+        assert said in result.stdout, result.stdout
+        assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+        assert [p.name for p in run_dir.parent.iterdir()] == ["finished"]
 
 
 @pytest.mark.parametrize(

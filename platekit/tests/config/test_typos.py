@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from support import CONFIG_DIR, module, run_cli
+from support import CONFIG_DIR, cli_env, module, run_cli, run_project_cli
 
 typos = module("config._typos")
 precheck = module("config._check")
@@ -47,6 +47,47 @@ def test_cli_typo_is_one_line_naming_the_nearest_keys(tmp_path: Path) -> None:
         assert printed.startswith(line), printed
         assert result.stderr == ""  # not Hydra's own several lines
         assert list(tmp_path.iterdir()) == []
+
+
+# Mistakes Hydra meets while composing, each one line on stdout, nothing left behind.
+COMPOSITION_MISTAKES = [
+    # a key under a node this command does not have (export has no model)
+    (["export", "ckpt_path=x.ckpt", "model.net.widht=8"], "no key 'model.net.widht' in "),
+    # a malformed override: Hydra's own words, not a missing key
+    (["train", "a=[1,"], "no viable alternative at input '[1,'"),
+    # a multirun's swept key, option and component setting, before its folder is made
+    (["train", "-m", "seed=0,1", "trainer.max_epoch=1,2"], "did you mean: trainer.max_epochs"),
+    (["train", "-m", "model=cnn,mpl"], "no option 'mpl' of group 'model'; did you mean: mlp?"),
+    (["train", "-m", "data.normalise=true,false"], "did you mean: data.normalize"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("command", "line"), COMPOSITION_MISTAKES)
+def test_a_composition_mistake_is_one_line_and_leaves_nothing(
+    command: list[str], line: str, tmp_path: Path
+) -> None:
+    result = run_cli(*command, cwd=tmp_path)
+    assert result.returncode == 1
+    (printed,) = result.stdout.splitlines()
+    assert printed.startswith("error: "), printed
+    assert line in printed, printed
+    assert result.stderr == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_users_hydra_full_error_keeps_additions_and_gets_the_traceback(tmp_path: Path) -> None:
+    env = cli_env(HYDRA_FULL_ERROR="1")
+    # a setting the data module declares but its YAML leaves out: still taken without `+`
+    shown = run_project_cli(
+        "train", "data.skip_bad_files=true", "--cfg", "job", cwd=tmp_path, env=env
+    )
+    assert shown.returncode == 0, shown.stdout[-2000:] + shown.stderr[-2000:]
+    assert "  skip_bad_files: true" in shown.stdout
+    typo = run_project_cli("train", "trainer.max_epoch=1", cwd=tmp_path, env=env)
+    assert typo.returncode == 1
+    assert "ConfigCompositionException" in typo.stderr  # asked for: Hydra's full error
 
 
 # A typo and a value its intended key takes; its hint's every name must then be accepted.

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import hydra
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException
+from hydra.errors import HydraException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
@@ -23,6 +23,7 @@ from platekit.commands._quiet import quiet_third_party
 from platekit.commands._run_check import (
     FRESH,
     FULL_ERROR,
+    STATE,
     checked,
     composed,
     composition_errors_raised,
@@ -75,8 +76,13 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
         def main(cfg: DictConfig) -> Any:
             composed()  # a config without the CheckRun callback
             quiet_third_party()
-            # What a sweeper picked, or a config that CheckRun did not see.
-            if not checked() and (found := problems(cfg)):
+            if HydraConfig.get().mode == RunMode.RUN and not checked():
+                refuse(
+                    "configs/hydra/default.yaml names no CheckRun callback, which checks the "
+                    "config before the run directory is made; add it under hydra's "
+                    "callbacks: check: {_target_: platekit.commands.CheckRun}"
+                )
+            if found := problems(cfg):  # what a sweeper picked (a single run's was checked)
                 refuse(report(found))
             try:
                 return task(cfg)  # a sweeper (e.g. Optuna) reads the returned value
@@ -126,21 +132,25 @@ def run_hydra(hydra_main: Callable[[], Any], config_name: str) -> None:
     lies in a component (``data.noise=0.1``), is given again as ``+data.noise=0.1``: the
     component's class then takes it or refuses it by name (``commands/_run_check.py``).
     """
-    user_wants_traceback = os.environ.get(FULL_ERROR) is not None
+    if {"-sc", "--shell-completion"} & set(sys.argv):  # its answers go where Hydra puts them
+        hydra_main()
+        return
+    user_wants_traceback = os.environ.get(FULL_ERROR) == "1"
     for _ in range(len(sys.argv)):
         try:
             with composition_errors_raised():
                 hydra_main()
             return
         except HydraException as error:
-            if user_wants_traceback:
-                raise
             overrides = sys.argv[1:]
             index = addition(error, overrides)
             if index is None:
+                if user_wants_traceback:
+                    raise
                 for line in mistakes(error, config_name, overrides):
                     print(f"error: {line}", flush=True)
                 sys.exit(1)
+            STATE.added.append(overrides[index])
             sys.argv[index + 1] = f"+{overrides[index]}"
             GlobalHydra.instance().clear()
 
@@ -148,10 +158,12 @@ def run_hydra(hydra_main: Callable[[], Any], config_name: str) -> None:
 def mistakes(error: HydraException, config_name: str, overrides: list[str]) -> list[str]:
     """A line per override Hydra could not compose, naming the nearest valid names; else
     Hydra's own message in one line."""
-    try:
-        hints = nearest_names(config_dir(), config_name, overrides)
-    except Exception:  # hints are a courtesy; never mask the real error
-        hints = []
+    hints = []
+    if not isinstance(error, OverrideParseException):  # a malformed override: Hydra says how
+        try:
+            hints = nearest_names(config_dir(), config_name, overrides)
+        except Exception:  # hints are a courtesy; never mask the real error
+            hints = []
     if hints:
         return hints
     causes = [str(error), str(error.__cause__ or "")]

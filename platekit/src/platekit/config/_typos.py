@@ -53,7 +53,7 @@ def nearest_names(config_dir: Path, config_name: str, overrides: list[str]) -> l
         cfg = _compose(config_dir, config_name, choices)
         known = sorted({*_dotted(OmegaConf.to_container(cfg)), *groups, *declared(cfg)})
         for key in keys:
-            if not has_key(cfg, key):
+            if not has_key(cfg, key) and key not in known:  # a declared setting is a key
                 # Names as deep as the typed one: a key's value fits them, not a group's
                 # option or a parent's mapping (``optimizer.l=0.01`` is not ``optimizer=``).
                 level = [name for name in known if name.count(".") == key.count(".")]
@@ -92,6 +92,8 @@ def _hint(what: str, typed: str, valid: list[str]) -> str:
     close = difflib.get_close_matches(typed, valid, n=3, cutoff=0.6)
     if close:
         return f"no {what}; did you mean: {', '.join(close)}?"
+    if not valid:
+        return f"no {what} in this command's config"
     return f"no {what}; valid: {', '.join(valid[:20])}"
 
 
