@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from support import CONFIG_DIR, module, run_cli
+from platekit.testing import run_cli as run_project_cli
+
+from support import CONFIG_DIR, PACKAGE, TESTS, cli_env, copy_project, module, run_cli
 
 schema = module("config._schema")
 precheck = module("config._check")
@@ -202,8 +204,8 @@ def test_multirun_checks_fixed_and_listed_sweep_values() -> None:
 
 @pytest.mark.slow
 def test_commands_that_run_no_task_are_not_checked(tmp_path: Path) -> None:
-    for flag in ("--help", "--cfg=job"):
-        result = run_cli("train", flag, "seed=-1", cwd=tmp_path)
+    for flag in ("--help", "--info", "--cfg=job"):
+        result = run_cli("train", "seed=-1", flag, cwd=tmp_path)
         assert result.returncode == 0, result.stdout[-2000:]
         assert "error:" not in result.stdout
     assert "seed: -1" in result.stdout  # the job's config, printed as composed
@@ -263,6 +265,26 @@ def test_each_command_checks_the_keys_its_own_code_declares(tmp_path: Path) -> N
         assert result.returncode == 1, (command, result.stdout[-2000:])
         assert result.stdout.splitlines()[1:] == [f"  {line}"], (command, result.stdout)
         assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_config_without_the_check_callback_is_refused_naming_it(tmp_path: Path) -> None:
+    """A project upgraded without CheckRun would train unchecked (a reused RUN_NAME too)."""
+    root = copy_project(tmp_path, PACKAGE)
+    hydra_yaml = root / "configs" / "hydra" / "default.yaml"
+    text = hydra_yaml.read_text()
+    start, end = text.index("callbacks:\n  check:"), text.index("job_logging:")
+    hydra_yaml.write_text(text[:start] + text[end:])
+    env = {**cli_env(), "PYTHONPATH": f"{root / 'src'}:{TESTS}", "PROJECT_ROOT": str(root)}
+    del env["CONFIG_DIR"]  # the copy's own configs
+    result = run_project_cli("train", "trainer.max_epochs=1", cwd=root, env=env)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == (
+        "error: configs/hydra/default.yaml names no CheckRun callback, which checks the config "
+        "before the run directory is made; add it under hydra's callbacks: check: "
+        "{_target_: platekit.commands.CheckRun}"
+    )
+    assert not list(root.glob("outputs/train/runs/*/checkpoints"))  # nothing trained
 
 
 @pytest.mark.slow

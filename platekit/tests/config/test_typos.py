@@ -59,6 +59,10 @@ COMPOSITION_MISTAKES = [
     (["train", "-m", "seed=0,1", "trainer.max_epoch=1,2"], "did you mean: trainer.max_epochs"),
     (["train", "-m", "model=cnn,mpl"], "no option 'mpl' of group 'model'; did you mean: mlp?"),
     (["train", "-m", "data.normalise=true,false"], "did you mean: data.normalize"),
+    (
+        ["train", "-m", "data.skip_bad_files=true,false"],
+        "a multirun sweeps it as an addition: +data.skip_bad_files=true,false",
+    ),
 ]
 
 
