@@ -27,12 +27,12 @@ from platekit.commands._run_check import (
     checked,
     composed,
     composition_errors_raised,
+    nearest,
 )
 from platekit.config._check import addition, report
 from platekit.config._nodes import config_dir
 from platekit.config._resume import run_dir
 from platekit.config._schema import problems
-from platekit.config._typos import nearest_names
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +158,8 @@ def run_hydra(hydra_main: Callable[[], Any], config_name: str) -> None:
 def mistakes(error: HydraException, config_name: str, overrides: list[str]) -> list[str]:
     """A line per override Hydra could not compose, naming the nearest valid names; else
     Hydra's own message in one line."""
-    hints = []
-    if not isinstance(error, OverrideParseException):  # a malformed override: Hydra says how
-        try:
-            hints = nearest_names(config_dir(), config_name, overrides)
-        except Exception:  # hints are a courtesy; never mask the real error
-            hints = []
+    # A malformed override: Hydra says how.
+    hints = [] if isinstance(error, OverrideParseException) else nearest(config_name, overrides)
     if hints:
         return hints
     causes = [str(error), str(error.__cause__ or "")]

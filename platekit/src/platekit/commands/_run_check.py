@@ -148,12 +148,17 @@ def refuse_unknown_sweeps(cfg: DictConfig, config_name: str | None) -> None:
         refuse_with_hints(config_name, unknown)
 
 
-def refuse_with_hints(config_name: str | None, overrides: list[str]) -> NoReturn:
-    """One line per override naming the nearest valid names (composes: a mistake's path)."""
+def nearest(config_name: str | None, overrides: list[str]) -> list[str]:
+    """A line per mistyped override naming the nearest valid names (composes: only on a
+    mistake's path); none where they cannot be found."""
     try:
-        hints = nearest_names(config_dir(), config_name or "", overrides)
-    except Exception:  # hints are a courtesy
-        hints = []
+        return nearest_names(config_dir(), config_name or "", overrides)
+    except Exception:  # hints are a courtesy; never mask the real error
+        return []
+
+
+def refuse_with_hints(config_name: str | None, overrides: list[str]) -> NoReturn:
+    hints = nearest(config_name, overrides)
     refuse("\nerror: ".join(hints) or f"no key {overrides[0].split('=', 1)[0]!r} to set")
 
 
