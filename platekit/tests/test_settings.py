@@ -257,7 +257,7 @@ def test_run_keys_and_library_classes_keep_their_messages(project: Path) -> None
     assert found == [
         "seed=-1: must be an integer from 0 to 4294967295 (e.g. seed=0)",
         "optimizer.lr=nan: must be a finite number > 0 (e.g. optimizer.lr=0.003)",
-        "trainer.max_epochs=abc: must be an integer >= -1 (e.g. trainer.max_epochs=15)",
+        "trainer.max_epochs=abc: must be null or an integer >= -1 (e.g. trainer.max_epochs=15)",
     ]
     assert problems(project, ["model.net.dropout=1"]) == [
         "model.net.dropout=1: must be a finite number >= 0 and < 1 (e.g. model.net.dropout=0.1)"

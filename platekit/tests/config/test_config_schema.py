@@ -13,6 +13,7 @@ from platekit.testing import run_cli as run_project_cli
 from support import CONFIG_DIR, PACKAGE, TESTS, cli_env, copy_project, module, run_cli
 
 schema = module("config._schema")
+trainer = module("config._trainer")
 precheck = module("config._check")
 Fresh = module("commands._rundir").Fresh
 module("train")  # registers the run_dir resolver hydra.run.dir of train.yaml uses
@@ -114,7 +115,7 @@ def test_every_command_default_meets_the_schema(config_name: str, overrides: lis
 
 
 BAD_VALUES = [
-    ("trainer.max_epochs=abc", "an integer >= -1 (e.g. trainer.max_epochs=15)"),
+    ("trainer.max_epochs=abc", "null or an integer >= -1 (e.g. trainer.max_epochs=15)"),
     ("data.batch_size=0", "an integer >= 1 (e.g. data.batch_size=64)"),
     ("data.num_workers=-1", "an integer >= 0 (e.g. data.num_workers=0)"),
     ("optimizer.lr=nan", "a finite number > 0 (e.g. optimizer.lr=0.003)"),
@@ -123,7 +124,7 @@ BAD_VALUES = [
     ("trainer.devices=0", "one of auto, -1 or an integer >= 1 or"),
     ("trainer.accumulate_grad_batches=0", "an integer >= 1"),
     ("trainer.gradient_clip_val=0", "null or a finite number > 0"),
-    ("trainer.log_every_n_steps=0", "an integer >= 1"),
+    ("trainer.log_every_n_steps=0", "null or an integer >= 1"),
     ("callbacks.early_stopping.patience=-2", "an integer >= 0"),
 ]
 
@@ -304,8 +305,9 @@ def test_cli_lists_every_problem_and_leaves_no_run_directory(tmp_path: Path) -> 
     lines = result.stdout.splitlines()
     assert lines[0] == "error: config has 5 problems:"
     assert f"  hydra.run.dir={a_file}: must be a directory path" in result.stdout
-    assert "  trainer.max_epochs=abc: must be an integer >= -1 (e.g. trainer.max_epochs=15)" in (
-        lines
+    assert (
+        "  trainer.max_epochs=abc: must be null or an integer >= -1 (e.g. trainer.max_epochs=15)"
+        in (lines)
     )
     assert "  data.batch_size=0: must be an integer >= 1 (e.g. data.batch_size=64)" in lines
     assert "Traceback" not in result.stdout + result.stderr
@@ -327,7 +329,7 @@ def test_resume_with_a_bad_value_is_refused_before_its_run_directory(
     planned = precheck.check(CONFIG_DIR, "train", [f"ckpt_path={last}", "trainer.max_epochs=abc"])
     assert planned.run_dir == trained["run_dir"]  # the finished run's, which it continues
     assert planned.problems == [
-        "trainer.max_epochs=abc: must be an integer >= -1 (e.g. trainer.max_epochs=15)"
+        "trainer.max_epochs=abc: must be null or an integer >= -1 (e.g. trainer.max_epochs=15)"
     ]
 
 
@@ -339,7 +341,7 @@ def test_refused_resume_leaves_the_finished_run_as_it_was(
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     last = run_dir / "checkpoints" / "last.ckpt"
     for override, said in (
-        ("trainer.max_epochs=abc", "  trainer.max_epochs=abc: must be an integer >= -1"),
+        ("trainer.max_epochs=abc", "  trainer.max_epochs=abc: must be null or an integer >= -1"),
         # a mistyped callback: not a component's setting, though under callbacks
         ("callbacks.early_stoping.patience=3", "did you mean: callbacks.early_stopping.patience"),
     ):
@@ -397,12 +399,45 @@ def test_a_trainer_key_typo_is_one_line_with_the_nearest_name() -> None:
     ]
 
 
-def test_the_trainer_keys_read_from_source_are_the_installed_lightnings() -> None:
+def test_the_trainer_arguments_read_from_source_are_the_installed_lightnings() -> None:
+    """Names and literal defaults, parsed from trainer.py, match Trainer's live signature."""
     import inspect
 
     from lightning import Trainer
 
-    parameters = set(inspect.signature(Trainer.__init__).parameters) - {"self"}
-    keys = schema.trainer_keys()
-    assert keys is not None
-    assert parameters | {"_target_"} == set(keys)
+    live = dict(inspect.signature(Trainer.__init__).parameters)
+    live.pop("self")
+    parsed = trainer.trainer_parameters()
+    assert parsed is not None
+    assert set(parsed) == set(live)
+    for name, (_, default) in parsed.items():
+        if default is not inspect.Parameter.empty:
+            assert default == live[name].default, name
+
+
+# Trainer arguments without a written rule: checked by their annotation in the installed
+# Lightning, with the bounds config/_trainer.py adds.
+TRAINER_VALUES = [
+    ("trainer.benchmark=maybe", "trainer.benchmark=maybe: must be null or true or false"),
+    ("trainer.num_sanity_val_steps=-2", "must be null or an integer >= -1"),
+    ("trainer.reload_dataloaders_every_n_epochs=1.5", "must be an integer >= 0"),
+    ("trainer.inference_mode=null", "must be true or false (e.g. trainer.inference_mode=true)"),
+    ("trainer.max_time=5", "must be null or a string or a mapping"),
+    ("trainer.num_nodes=0", "must be an integer >= 1 (e.g. trainer.num_nodes=1)"),
+]
+
+
+@pytest.mark.parametrize(("override", "expected"), TRAINER_VALUES)
+def test_a_trainer_argument_is_checked_by_its_annotation(override: str, expected: str) -> None:
+    found = problems([f"++{override}"])
+    assert len(found) == 1, found
+    assert expected in found[0]
+
+
+def test_every_trainer_argument_has_a_rule_and_good_values_pass() -> None:
+    parameters = trainer.trainer_parameters()
+    assert parameters is not None
+    assert all(trainer.trainer_rule(f"trainer.{name}") for name in parameters)
+    assert problems(["++trainer.num_sanity_val_steps=0", "++trainer.benchmark=true",
+                     "++trainer.max_time={minutes: 5}", "trainer.gradient_clip_val=1",
+                     "trainer.log_every_n_steps=null", "++trainer.min_steps=10"]) == []  # fmt: skip

@@ -50,7 +50,7 @@ def test_a_wrong_value_is_refused_before_the_run_directory(tmp_path: Path) -> No
     assert result.stdout.splitlines() == [
         "error: config has 2 problems:",  # in config order
         "  seed=-5: must be an integer from 0 to 4294967295 (e.g. seed=0)",
-        "  trainer.max_epochs=abc: must be an integer >= -1 (e.g. trainer.max_epochs=15)",
+        "  trainer.max_epochs=abc: must be null or an integer >= -1 (e.g. trainer.max_epochs=15)",
     ]
     assert result.stderr == ""
     assert not (tmp_path / "outputs").exists()

@@ -179,6 +179,8 @@ def _typed(annotation: Any, bounds: Range | None) -> Rule | None:
 def _union(members: tuple[Any, ...], bounds: Range | None) -> Rule | None:
     """``X | None`` and ``A | B``: members a config cannot hold (a tensor) are left out."""
     nullable = type(None) in members
+    if int in members and float in members:  # a float takes an integer too: one rule
+        members = tuple(member for member in members if member is not int)
     rules = [_typed(m, bounds) for m in members if m is not type(None)]
     known = [rule for rule in rules if rule is not None]
     if not known:

@@ -13,26 +13,26 @@ Two sources, and no value is described twice:
 - **A command's own keys** (``port``, ``bench.steps``, ``sweep.heartbeat_s``): declared by
   the module whose code reads them, with ``declare`` (``commands/_serve.py``): a command
   checks the keys its code reads.
-- **The machinery's keys** (``seed``, ``trainer.*``, ``paths.*``, ``hydra.*``, and what the
+- **The machinery's keys** (``seed``, ``paths.*``, ``hydra.*``, and what the
   project does with a component beyond its class: a callback's ``mode: null`` follows the
   task): ``RULES`` below. Both map a dotted path pattern to a :class:`~.rules.Rule`; ``*``
   stands for one key, ``**`` for one or more, and the first matching pattern wins (declared
   ones first). A rule also wins over a component's parameter.
   ``LIBRARY_RANGES`` bounds the parameters of library classes that cannot be annotated
   where they are declared (a torch optimizer's ``lr``).
+- **lightning.Trainer's arguments** (``trainer.*``): read off the installed Lightning's
+  ``Trainer.__init__`` annotations (``config/_trainer.py``); ``RULES`` writes out only those
+  a type cannot say (``trainer.precision``'s names, ``trainer.devices``).
 
 A value neither names (a key of an ``eval`` ``data: {}``, whose class the checkpoint
 holds) is left to the code that reads it.
 """
 
-import ast
 import difflib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib.util import find_spec
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -59,6 +59,7 @@ from platekit.config._rules import (
     text,
     typed,
 )
+from platekit.config._trainer import trainer_rule, unknown_trainer_key
 from platekit.settings import EMPTY, Range, Settings, annotated, settings_of
 
 SEED = integer(0, 2**32 - 1, example=0)  # numpy's seed range, as Lightning's seed_everything
@@ -89,8 +90,7 @@ CLASS_NAMES = Rule(
 )
 # As Lightning 2.6 takes them: auto, gpu and its registry's names. Spelled out rather than
 # read from the registry: importing Lightning would cost every command (ONNX predict too)
-# seconds before its config is checked. The Trainer's arguments are written out for the
-# same reason: deriving them would import the Trainer.
+# seconds before its config is checked.
 ACCELERATORS = choice("auto", "cpu", "gpu", "cuda", "mps", "tpu", "xla")
 PRECISIONS = choice(*PRESETS, *ALIASES, *(int(a) for a in ALIASES if a.isdigit()))
 
@@ -125,25 +125,14 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("hydra.sweeper.**", passed("the Hydra sweeper plugin")),
     ("hydra.launcher.**", passed("the Hydra launcher plugin")),
     ("hydra.callbacks.**", passed("Hydra's callbacks (training/_run_start.py)")),
-    # trainer/: lightning.Trainer arguments
-    ("trainer._target_", target()),
+    # trainer/: lightning.Trainer's arguments whose values a type cannot say; the rest are
+    # read off its annotations (config/_trainer.py)
     ("trainer.default_root_dir", directory("outputs")),
     ("trainer.accelerator", ACCELERATORS),
     ("trainer.devices", DEVICES),
-    ("trainer.num_nodes", integer(1, example=1)),
     ("trainer.precision", PRECISIONS),
-    ("trainer.max_epochs", integer(-1, example=15)),
-    ("trainer.min_epochs", null_or(integer(0, example=1))),
-    ("trainer.max_steps", integer(-1, example=1000)),
-    ("trainer.accumulate_grad_batches", integer(1, example=1)),
-    ("trainer.gradient_clip_val", null_or(number(above=0.0, example=1.0))),
     ("trainer.gradient_clip_algorithm", choice("norm", "value")),
-    ("trainer.check_val_every_n_epoch", null_or(integer(1, example=1))),
-    ("trainer.log_every_n_steps", integer(1, example=10)),
     ("trainer.deterministic", either(flag(), choice("warn"))),
-    ("trainer.enable_model_summary", flag()),
-    ("trainer.enable_progress_bar", flag()),
-    ("trainer.fast_dev_run", either(flag(), integer(0, example=1))),
     ("trainer.limit_*_batches", null_or(BATCHES)),
     ("trainer.overfit_batches", BATCHES),
     ("trainer.plugins", passed("lightning.Trainer")),
@@ -264,7 +253,7 @@ def rule_for(path: str) -> Rule | None:
 
 def rule_at(cfg: DictConfig, path: str) -> Rule | None:
     """The rule of the value at ``path`` of ``cfg``: written out, or its component's."""
-    rule = rule_for(path)
+    rule = rule_for(path) or trainer_rule(path)
     if rule is not None:
         return rule
     found, _ = components(cfg)
@@ -295,7 +284,7 @@ def problems(cfg: DictConfig) -> list[str]:
                 "give a smaller one"
             )
             continue
-        rule = rule_for(path)
+        rule = rule_for(path) or trainer_rule(path)
         owner = owner_of(path, found) if rule is None else None
         if owner is not None:
             key, _, deeper = path[len(owner.path) + 1 :].partition(".")
@@ -313,44 +302,6 @@ def problems(cfg: DictConfig) -> list[str]:
         if line is not None:
             (derived if isinstance(raw, str) and "${" in raw else written).append(line)
     return written or derived
-
-
-@cache
-def trainer_keys() -> frozenset[str] | None:
-    """``lightning.Trainer``'s parameters (and ``_target_``), read from the installed
-    Lightning's source: importing Lightning to ask it would cost every command seconds before
-    its config is checked (parsing costs ~35 ms, once). None where the source is not found;
-    Trainer then names a wrong key itself."""
-    spec = find_spec("lightning")  # a top-level name: found, not imported
-    if spec is None or spec.origin is None:
-        return None
-    source = Path(spec.origin).parent / "pytorch" / "trainer" / "trainer.py"
-    try:
-        tree = ast.parse(source.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "Trainer":
-            for method in node.body:
-                if isinstance(method, ast.FunctionDef) and method.name == "__init__":
-                    args = method.args
-                    named = [*args.posonlyargs, *args.args, *args.kwonlyargs]
-                    return frozenset({"_target_", *(a.arg for a in named)} - {"self"})
-    return None
-
-
-def unknown_trainer_key(path: str) -> str | None:
-    """The line for ``trainer.<key>`` naming no Trainer parameter (``++trainer.max_epoch``)."""
-    head, _, rest = path.partition(".")
-    key = rest.partition(".")[0]
-    if head != "trainer" or not key:
-        return None
-    known = trainer_keys()
-    if known is None or key in known:
-        return None
-    close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.5)
-    near = f" (nearest: {', '.join(close)})" if close else ""
-    return f"trainer.{key} is not a setting of lightning.Trainer{near}; fix the key"
 
 
 def components(cfg: DictConfig) -> tuple[dict[str, Component], list[str]]:
