@@ -151,6 +151,9 @@ def keep_recorded_settings(
 def keep_trainer(
     cfg: DictConfig, stored: dict[str, Any], named: set[str], refused: list[str]
 ) -> None:
+    """Set ``cfg.trainer`` to the checkpoint's run's settings but those of ``PLACEMENT`` and
+    those the command line ``named``; a key the first run left to Lightning's default is
+    dropped again. A value that is not plain is left out and added to ``refused``."""
     settings = stored.get("trainer")
     if not isinstance(settings, dict) or "trainer" not in cfg:
         return
@@ -269,6 +272,9 @@ def keep_seed(cfg: DictConfig, stored: dict[str, Any], named: set[str], refused:
 def keep_callbacks(
     cfg: DictConfig, stored: dict[str, Any], named: set[str], refused: list[str]
 ) -> None:
+    """Set the steering callbacks' keys (``STEERING``) to the checkpoint's run's unless the
+    command line ``named`` them. One that run had off is turned off; one it had on that
+    today's config turns off stays off, with a warning."""
     settings = stored.get("callbacks")
     if not isinstance(settings, dict) or cfg.get("callbacks") is None:
         return

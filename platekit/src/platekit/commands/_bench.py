@@ -84,6 +84,9 @@ def bench(cfg: DictConfig) -> dict[str, Any]:
 
 
 def measure(cfg: DictConfig) -> dict[str, Any]:
+    """Time the configured training against each candidate setting (workers, precision,
+    threads, ...), from the same initial weights, in interleaved rounds; the report's
+    figures and advice are made from these ratios."""
     options = cfg.bench
     datamodule, model, info = build_parts(cfg)
     initial = copy.deepcopy(model.state_dict())

@@ -66,6 +66,10 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
     OmegaConf.register_new_resolver("run_dir", run_dir, replace=True)
 
     def wrap(task: Task) -> Callable[[], None]:
+        """``task`` as Hydra's main: refused (one ``error:`` line, exit 1, a fresh run
+        directory removed) on a config CheckRun did not check, a sweeper's bad pick, or the
+        task's own ``UserError``."""
+
         def refuse(message: str) -> NoReturn:
             log.error("error: %s", message)
             if HydraConfig.get().mode == RunMode.RUN:

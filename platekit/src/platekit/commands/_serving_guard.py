@@ -66,6 +66,8 @@ class RequestGuard:
         await self.app(scope, receive, send)
 
     def problem(self, scope: Scope) -> str | None:
+        """Why the request is refused before any handler runs (a body framed two ways, a
+        Host that is not this server's), or ``None``."""
         headers: dict[bytes, list[bytes]] = {}
         for key, value in scope["headers"]:
             headers.setdefault(key.lower(), []).append(value)

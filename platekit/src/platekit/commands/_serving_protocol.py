@@ -30,6 +30,9 @@ def protocol_with_deadline(request_timeout: float) -> type[H11Protocol]:
 
 
 class DeadlineProtocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline on each request's line and headers: a
+    client that is slow to send them (or sends nothing) is closed, not waited for."""
+
     request_timeout = 10.0
     deadline: asyncio.TimerHandle | None = None
 

@@ -206,6 +206,8 @@ class BaseDataModule(LightningDataModule):
             self._set_up()
 
     def _set_up(self) -> None:
+        """Read and split the rows, then learn from the train split alone what a model and
+        its export need: the normalizing statistics, the input range and the ``DataInfo``."""
         check_settings(self.hparams)
         rows, parts = self._split(self.read())
         if self.varying_axes():
@@ -443,6 +445,9 @@ class BaseDataModule(LightningDataModule):
         return self._loader("test", self.hparams.eval_batch_size, shuffle=False)
 
     def _loader(self, split: str, batch_size: int, *, shuffle: bool) -> Iterable[Batch]:
+        """The batches of ``split`` for this rank: sliced from memory on the device when the
+        rows are one tensor and no worker is asked for, else read by a DataLoader. The train
+        split's sampler carries the state a mid-epoch resume restores."""
         trainer = self.trainer
         per_sample = self.rows is not None and not isinstance(self.rows.inputs, Tensor)
         per_sample |= shuffle and self.augments

@@ -84,6 +84,12 @@ class CsvDataModule(BaseDataModule):
         self._stored: tuple[encoding.Encoding, ...] | None = None
 
     def read(self) -> Rows:
+        """The table's rows as encoded features and targets.
+
+        The columns' encodings are learnt from the train split's rows (the split is seeded
+        first), or taken from a checkpoint's (``use_columns``) so new rows encode as the
+        trained model's did. Memory is checked before the cells are read.
+        """
         options = self.hparams
         if not isinstance(options.target, str):
             raise UserError(

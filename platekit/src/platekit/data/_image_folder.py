@@ -59,6 +59,8 @@ class ImageFolderDataModule(BaseDataModule):
         super().__init__(normalize=normalize, num_workers=num_workers, **kwargs)
 
     def read(self) -> Rows:
+        """One row per image file directly inside a class folder (classes sorted by name):
+        paths decoded per batch, or every image decoded now with ``cache_decoded``."""
         options = self.hparams
         if options.channels not in (1, 3) or options.image_size < 1 or options.crop_padding < 0:
             raise UserError(

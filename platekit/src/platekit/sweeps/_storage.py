@@ -101,6 +101,9 @@ def check_sqlite_file(url: str) -> None:
 
 
 def _database(url: str, create: bool) -> RDBStorage:
+    """Optuna's storage on the database at ``url``; the sweep (``create``) makes its
+    tables, a worker does not. A connection that fails is retried a few times; a URL or
+    driver that cannot work is one line at once."""
     engine_kwargs = (
         {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if url.startswith("sqlite") else {}
     )

@@ -69,6 +69,8 @@ class StopSignals:
         return EXIT_CODES[self.received or signal.SIGTERM]
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """The first signal asks training to stop after the current step (or exits at once
+        when nothing is training); a second is ``_again``'s."""
         if os.getpid() != self._pid or self._passing_on:
             return  # in a forked DataLoader worker, or our own Ctrl-C back from Lightning
         received = signal.Signals(signum)
