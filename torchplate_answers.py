@@ -30,7 +30,7 @@ MAX_NAME = 64
 # package with one of these names would shadow the real module.
 RESERVED_MODULES = {
     "torch", "lightning", "pytorch_lightning", "torchmetrics", "hydra", "omegaconf",
-    "sklearn", "numpy", "onnx", "onnxruntime", "rich", "yaml", "test", "tests",
+    "numpy", "onnx", "onnxruntime", "rich", "yaml", "test", "tests",
     "src", "configs", "scripts", "setup", "main", "site", "typing", "logging",
 }  # fmt: skip
 

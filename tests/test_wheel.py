@@ -85,7 +85,9 @@ def test_the_wheel_is_pinned_by_its_sha256() -> None:
 def test_the_wheel_holds_the_package_and_its_metadata_only() -> None:
     with zipfile.ZipFile(WHEEL) as archive:
         names = archive.namelist()
-        texts = {name: archive.read(name).decode("utf-8") for name in names}
+        texts = {
+            name: archive.read(name).decode("utf-8") for name in names if not name.endswith(".gz")
+        }
         infos = archive.infolist()
     dist_info = f"platekit-{VERSION}.dist-info"
     assert {n for n in names if not n.startswith("platekit/")} == {
@@ -95,7 +97,12 @@ def test_the_wheel_holds_the_package_and_its_metadata_only() -> None:
     assert "platekit/py.typed" in names
     package = [n for n in names if n.startswith("platekit/")]
     assert package == sorted(package)
-    assert all(n.endswith((".py", "py.typed")) for n in package)
+    examples = "platekit/data/examples/"  # the tables platekit ships, and their sources
+    assert all(n.endswith((".py", "py.typed")) for n in package if not n.startswith(examples))
+    assert {n[len(examples) :] for n in package if n.startswith(examples)} == {
+        "SOURCES.md", "LICENSE-scikit-learn.txt", "digits.csv.gz", "wine_data.csv",
+        "diabetes_data_raw.csv.gz", "diabetes_target.csv.gz",
+    }  # fmt: skip
     assert not [n for n in names if "__pycache__" in n or "/tests/" in n or "/test_" in n]
     for name, text in texts.items():
         assert "{{" not in text and "{%" not in text, name

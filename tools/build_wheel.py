@@ -6,7 +6,8 @@
 The bake holds no source of platekit, only this wheel (``{{cookiecutter.project_slug}}/vendor/``)
 and ``vendor/platekit.txt``, which pins it by sha256 for ``pip --require-hashes``. Standard
 library only, no build backend and no network: the wheel is a zip of ``platekit/src/platekit``
-(``.py`` files and ``py.typed``) with its ``dist-info`` written from ``platekit/pyproject.toml``.
+(``.py`` files and its package data: ``py.typed``, the example tables) with its ``dist-info``
+written from ``platekit/pyproject.toml``.
 Entries are sorted, dated 1980-01-01 and stored uncompressed with mode 0644, so the bytes
 depend on the source alone (not on the clock, the umask or the machine's zlib). ``make wheel``
 runs it; a template test checks the committed wheel against a fresh build.
@@ -77,12 +78,16 @@ def wheel_name(meta: dict) -> str:
 
 
 def sources() -> list[tuple[str, bytes]]:
-    """``(path in the wheel, bytes)`` of each ``.py`` file and ``py.typed``, sorted."""
+    """``(path in the wheel, bytes)`` of each ``.py`` file and each file pyproject.toml's
+    ``[tool.setuptools.package-data]`` names (``py.typed``, the example tables), sorted."""
+    setuptools = tomllib.loads((KIT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    data = {p for pattern in setuptools["setuptools"]["package-data"]["platekit"]
+            for p in SOURCE.glob(pattern)}  # fmt: skip
     found = []
     for path in SOURCE.rglob("*"):
         if "__pycache__" in path.parts or not path.is_file():
             continue
-        if path.suffix == ".py" or path.name == "py.typed":
+        if path.suffix == ".py" or path in data:
             found.append((path.relative_to(SOURCE.parent).as_posix(), path.read_bytes()))
     return sorted(found)
 

@@ -127,13 +127,24 @@ def test_an_evaluation_split_counts_each_row_once_in_equal_steps(ws: int) -> Non
     assert sampling.InOrderBatchSampler(101, 512, seed=0, world_size=2).counts_each_row_once()
 
 
-def test_digits_read_from_file_equal_scikit_learn_load_digits() -> None:
-    from sklearn.datasets import load_digits
+# sha256 of scikit-learn 1.9.1's sklearn/datasets/data/digits.csv.gz, decompressed
+DIGITS_SHA256 = "6ebb3d2fee246a4e99363262ddf8a00a3c41bee6014c373ed9d9216ba7f651b8"
 
+
+def test_digits_are_scikit_learns_table_shipped_in_platekit() -> None:
+    """The bytes of scikit-learn 1.9.1's digits.csv.gz once decompressed, read as its loader
+    reads them: 1,797 rows of 64 pixels in 0..16, then a label 0-9."""
+    import gzip
+    import hashlib
+
+    shipped = module("data._examples").example_file("digits.csv.gz")
+    text = gzip.decompress(shipped.read_bytes())
+    assert hashlib.sha256(text).hexdigest() == DIGITS_SHA256
     pixels, labels = project_module("data.digits").read_digits()
-    reference = load_digits()
-    assert np.array_equal(pixels, reference.data)
-    assert np.array_equal(labels, reference.target)
+    assert pixels.shape == (1797, 64)
+    assert (pixels.min(), pixels.max()) == (0, 16)
+    assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+    assert pixels[0].reshape(8, 8)[1].tolist() == [0, 0, 13, 15, 10, 15, 5, 0]
 
 
 def test_train_loader_yields_its_samplers_batches(digits: DigitsDataModule) -> None:

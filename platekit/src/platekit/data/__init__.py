@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them, imported eagerly
     from platekit.data._base import BaseDataModule as BaseDataModule
     from platekit.data._base import Rows as Rows
     from platekit.data._csv import CsvDataModule as CsvDataModule
+    from platekit.data._examples import read_example_table as read_example_table
     from platekit.data._examples import read_sklearn_table as read_sklearn_table
     from platekit.data._image_folder import ImageFolderDataModule as ImageFolderDataModule
     from platekit.data._info import DataInfo as DataInfo
@@ -25,6 +26,7 @@ EXPORTS = {
     "DataInfo": "._info",
     "ImageFolderDataModule": "._image_folder",
     "SequenceDataModule": "._sequences",
+    "read_example_table": "._examples",
     "read_sklearn_table": "._examples",
 }
 __all__ = sorted(EXPORTS)

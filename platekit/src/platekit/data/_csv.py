@@ -24,7 +24,7 @@ from platekit.data import _encoding as encoding
 from platekit.data._base import BaseDataModule, Rows
 from platekit.data._cells import BOOL, GROUPED, PLAIN, infer_format, parse
 from platekit.data._columns import Texts, read_columns, text_load
-from platekit.data._examples import read_sklearn_table
+from platekit.data._examples import example_file, read_example_table
 from platekit.data._info import DataInfo
 from platekit.data._memory import READER, check_features, check_memory, out_of_memory
 from platekit.data._tables import pick_columns, read_header
@@ -51,7 +51,7 @@ class CsvDataModule(BaseDataModule):
 
     Args:
         path: the CSV file (header row first). ``null``: the ``example`` table, written to
-            ``data_dir`` on first use from a dataset scikit-learn ships.
+            ``data_dir`` on first use from a table platekit ships.
         target: the column to predict (one: several are refused, as multi-target is not
             supported).
         features: the feature columns, in order; ``null``: every column but the target.
@@ -288,7 +288,7 @@ def target_kind(
 
 
 def write_example(example: str, data_dir: str) -> Path:
-    """Write the example table scikit-learn ships as ``<data_dir>/<example>.csv`` if absent."""
+    """Write the example table platekit ships as ``<data_dir>/<example>.csv`` if absent."""
     if example not in EXAMPLES:
         raise UserError(f"data.example={example} is not one of {', '.join(EXAMPLES)}")
     path = Path(data_dir) / f"{example}.csv"
@@ -300,9 +300,7 @@ def write_example(example: str, data_dir: str) -> Path:
 
 
 def wine_table() -> str:
-    table = read_sklearn_table("wine_data.csv", skip_rows=1)
-    if table is None:
-        raise UserError("scikit-learn's wine_data.csv is missing; reinstall scikit-learn")
+    table = read_example_table("wine_data.csv", skip_rows=1)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([*WINE_FEATURES, "cultivar"])
@@ -312,15 +310,8 @@ def wine_table() -> str:
 
 
 def diabetes_table() -> str:
-    from platekit.data._examples import sklearn_data_file
-
-    data_file, target_file = (
-        sklearn_data_file("diabetes_data_raw.csv.gz"),
-        sklearn_data_file("diabetes_target.csv.gz"),
-    )
-    if data_file is None or target_file is None:
-        raise UserError("scikit-learn's diabetes files are missing; reinstall scikit-learn")
-    data, target = np.loadtxt(data_file), np.loadtxt(target_file)
+    data = np.loadtxt(example_file("diabetes_data_raw.csv.gz"))
+    target = np.loadtxt(example_file("diabetes_target.csv.gz"))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([*DIABETES_FEATURES, "progression"])

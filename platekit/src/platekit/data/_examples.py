@@ -1,24 +1,32 @@
-"""Data files scikit-learn ships (digits, wine, diabetes), read without importing it."""
+"""The example tables platekit ships (digits, wine, diabetes): ``examples/SOURCES.md``.
 
-import importlib.util
+They are scikit-learn's copies, shipped here so that no project installs scikit-learn (and
+SciPy, which Lightning then imports at every start) for three small files.
+"""
+
 from pathlib import Path
 
 import numpy as np
 
+from platekit._errors import UserError
 
-def sklearn_data_file(name: str) -> Path | None:
-    """The path of a data file scikit-learn ships, found without importing scikit-learn."""
-    spec = importlib.util.find_spec("sklearn")
-    path = Path(spec.origin).parent / "datasets" / "data" / name if spec and spec.origin else None
-    return path if path is not None and path.is_file() else None
+EXAMPLES = Path(__file__).parent / "examples"
 
 
-def read_sklearn_table(name: str, skip_rows: int = 0) -> np.ndarray | None:
-    """The numbers of a CSV table scikit-learn ships (``digits.csv.gz``), or None if absent.
+def example_file(name: str) -> Path:
+    """The path of an example file platekit ships (``digits.csv.gz``)."""
+    path = EXAMPLES / name
+    if not path.is_file():
+        raise UserError(
+            f"platekit's example file {name} is missing from {EXAMPLES}; reinstall platekit"
+        )
+    return path
 
-    Importing scikit-learn to call its loaders would add about half a second to every start.
-    """
-    path = sklearn_data_file(name)
-    if path is None:
-        return None
-    return np.loadtxt(path, delimiter=",", dtype=np.float64, skiprows=skip_rows)
+
+def read_example_table(name: str, skip_rows: int = 0) -> np.ndarray:
+    """The numbers of an example CSV table platekit ships (``digits.csv.gz``), as float64."""
+    return np.loadtxt(example_file(name), delimiter=",", dtype=np.float64, skiprows=skip_rows)
+
+
+# platekit 0.3's name, which read the table from an installed scikit-learn.
+read_sklearn_table = read_example_table

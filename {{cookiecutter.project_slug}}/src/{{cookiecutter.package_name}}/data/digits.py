@@ -1,10 +1,10 @@
-"""scikit-learn's digits: 1,797 real 8x8 grey images of handwritten 0-9, shipped offline."""
+"""scikit-learn's digits: 1,797 real 8x8 grey images of handwritten 0-9, shipped in platekit."""
 
 from pathlib import Path
 
 import numpy as np
 import torch
-from platekit.data import BaseDataModule, DataInfo, Rows, read_sklearn_table
+from platekit.data import BaseDataModule, DataInfo, Rows, read_example_table
 
 
 class DigitsDataModule(BaseDataModule):
@@ -24,7 +24,7 @@ class DigitsDataModule(BaseDataModule):
 
     @classmethod
     def make_fixture(cls, directory: Path) -> dict[str, object]:
-        return {}  # the data ships with scikit-learn
+        return {}  # the data ships with platekit
 
     def describe_input(self, info: DataInfo) -> str:
         return (
@@ -34,15 +34,6 @@ class DigitsDataModule(BaseDataModule):
 
 
 def read_digits() -> tuple[np.ndarray, np.ndarray]:
-    """Pixels ``(N, 64)`` in 0..16 and labels ``(N,)``, from the file scikit-learn ships.
-
-    The file is read directly: importing scikit-learn to call ``load_digits`` would add
-    about half a second to every run's start. Should the file move, ``load_digits`` is used.
-    """
-    table = read_sklearn_table("digits.csv.gz")
-    if table is None:
-        from sklearn.datasets import load_digits
-
-        digits = load_digits()
-        return digits.data, digits.target
+    """Pixels ``(N, 64)`` in 0..16 and labels ``(N,)``, from the table platekit ships."""
+    table = read_example_table("digits.csv.gz")
     return table[:, :-1], table[:, -1].astype(np.int64)  # 64 pixels, then the label
