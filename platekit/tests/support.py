@@ -10,12 +10,14 @@ names the machinery and the project's recipes alike (``module("_errors").UserErr
 
 import os
 import shutil
+import signal
 import subprocess
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+from lightning import Callback, Trainer
 
 from platekit import current
 from platekit.testing import (  # noqa: F401  (re-exported for the tests)
@@ -126,3 +128,26 @@ def one_error_line(result: subprocess.CompletedProcess[str], *words: str) -> str
     for word in words:
         assert word in said, said
     return said
+
+
+class SignalAtBatch(Callback):
+    """Send this process SIGTERM at the end of its ``batch``-th training batch (from 1), once
+    per ``marker`` file: a resumed run, which finds it, is not signalled again."""
+
+    def __init__(self, batch: int, marker: str) -> None:
+        self.batch, self.marker, self.seen = batch, Path(marker), 0
+
+    def on_train_batch_end(self, trainer: Trainer, *args: object) -> None:
+        self.seen += 1
+        if self.seen == self.batch and not self.marker.exists():
+            self.marker.touch()
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def sigterm_at_batch(batch: int, marker: Path) -> list[str]:
+    """The overrides that add :class:`SignalAtBatch`."""
+    return [
+        "+callbacks.signal._target_=support.SignalAtBatch",
+        f"+callbacks.signal.batch={batch}",
+        f"+callbacks.signal.marker={marker}",
+    ]

@@ -320,3 +320,27 @@ def test_a_model_setting_given_on_a_resume_applies(tmp_path: Path) -> None:
     assert resumed["epochs"] == 2
     stored = torch.load(last, weights_only=True)["hyper_parameters"]["net"]
     assert stored["dropout"] == 0.25
+
+
+def test_resuming_a_run_early_stopping_ended_trains_nothing_more(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Lightning restores early stopping's state but not its stop: each resume of a finished
+    run (a requeue script's ``ckpt_path=last``) trained one more epoch and rewrote it."""
+    given = [*QUICK, "trainer.max_epochs=15", "callbacks.early_stopping.patience=1"]
+    first = train.train(compose_config(tmp_path / "run", given), overrides=given)
+    assert first["early_stop"] is not None
+    assert first["epochs"] < 15
+    last = Path(first["run_dir"]) / "checkpoints" / "last.ckpt"
+    written = last.read_bytes()
+    again = [*given, f"ckpt_path={last}"]
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="platekit"):
+            resumed = train.train(compose_config(tmp_path / "run", again), overrides=again)
+        assert last.read_bytes() == written  # nothing trained, nothing saved
+        for key in ("epochs", "steps", "test", "final", "best", "early_stop", "per_class"):
+            assert resumed[key] == first[key], key
+        stopped = first["early_stop"]["epoch"]
+        said = f"early stopping had ended this run after epoch {stopped}: nothing more to train"
+        assert said in caplog.text

@@ -34,6 +34,7 @@ from support import (
     loss_logging,
     module,
     run_cli,
+    sigterm_at_batch,
     start_cli,
     step_losses,
 )
@@ -103,9 +104,11 @@ def resume_and_compare(cwd: Path, losses: Path, reference: Path, *extra: str) ->
     # directory is not empty" warnings do not apply, and do not show.
     assert foreign_warnings(result.stdout + result.stderr) == []
     output = result.stdout + result.stderr
-    # Lightning's "Restoring states from ..." and "Loaded model weights from ...", said once
-    # in the run's own words (the resumed checkpoint; the tested one is in the summary)
+    # Lightning's "Restoring states from ...", "Restored all states from ..." and "Loaded
+    # model weights from ...", said once in the run's own words (the resumed checkpoint; the
+    # tested one is in the summary)
     assert "Restoring states" not in output
+    assert "Restored all states" not in output
     assert "Loaded model weights" not in output
     resumed = [line for line in output.splitlines() if line.startswith("resumes ")]
     assert len(resumed) == 1, output[-3000:]
@@ -144,6 +147,35 @@ def test_sigterm_saves_a_checkpoint_exits_cleanly_and_resumes_exactly(
     epochs_validated = [int(r["epoch"]) for r in rows if r.get("val/acc")]
     assert epochs_validated == [0, 1, 2]  # epoch 0 from before the signal, kept
     assert any(r.get("test/acc") for r in rows)
+
+
+@pytest.mark.slow
+def test_a_stop_under_gradient_accumulation_waits_for_the_optimizer_step(tmp_path: Path) -> None:
+    """With three batches to a step, SIGTERM after batch 27 (in epoch 1, 20 batches to an
+    epoch: its 7th, in the step of batches 7-9) stops after batch 29, at step 10: a save
+    between steps would drop the gradients summed so far, and the resume would differ."""
+    accumulate = ["trainer.accumulate_grad_batches=3", "callbacks.early_stopping=null", *QUICK]
+    reference = tmp_path / "reference"
+    train = module("train").train
+    train(compose_config(reference, [*accumulate, *loss_logging(reference / "losses")]))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    signalled = [*accumulate, *loss_logging(runs / "losses"), *sigterm_at_batch(27, runs / "sent")]
+    stopped = run_cli("train", *signalled, cwd=runs)
+    output = stopped.stdout + stopped.stderr
+    assert stopped.returncode == 0, output[-3000:]
+    assert "stopped by SIGTERM after step 10" in output, output[-3000:]
+    last = the_run_dir(runs) / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == 10
+
+    resumed = run_cli("train", *signalled, "ckpt_path=last", cwd=runs)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    expected = torch.load(reference / "checkpoints" / "last.ckpt", weights_only=True)
+    actual = torch.load(last, weights_only=True)
+    assert actual["global_step"] == expected["global_step"] == 21  # 7 steps an epoch
+    for key, tensor in expected["state_dict"].items():
+        assert torch.equal(actual["state_dict"][key], tensor), key
+    assert step_losses(runs / "losses") == step_losses(reference / "losses")
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ LIGHTNING_INFO = (
     # a resume says which checkpoint it continues after the header, the summary which one
     # it tested (best checkpoint), eval's result line which one it evaluated
     "Restoring states from the checkpoint path at ",
+    "Restored all states from the checkpoint at ",
     "Loaded model weights from the checkpoint at ",
 )
 LIGHTNING_LOGGERS = (

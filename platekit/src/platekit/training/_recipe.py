@@ -67,7 +67,7 @@ from platekit.training._plots import write_plots
 from platekit.training._signals import StopAfterStep, stopped_by_signal
 from platekit.training._slurm import arm_requeue, requeue_if_asked
 from platekit.training._speed import TrainSpeed
-from platekit.training._stopping import early_stop, stop_message
+from platekit.training._stopping import StayStopped, early_stop, epochs_trained, stop_message
 from platekit.training._summary import best_row, objective, summarize, summary_table
 from platekit.training._trainer import (
     SHIPPED_PRECISION,
@@ -172,7 +172,7 @@ class TrainRun:
         self.task = task_of(model)
         self.class_names = tuple(info.class_names or ())
         describe = DescribeCheckpoint(info, record(cfg))
-        extra = [self.history, self.speed, describe, StopAfterStep(), *callbacks]
+        extra = [self.history, self.speed, describe, StopAfterStep(), StayStopped(), *callbacks]
         trainer = build_trainer(
             cfg,
             callbacks=extra,
@@ -268,7 +268,7 @@ class TrainRun:
         metrics: dict[str, Any] = {
             "test": as_floats(results[0]),
             "best_checkpoint": tested,
-            "epochs": trainer.current_epoch,
+            "epochs": epochs_trained(trainer),
             "steps": trainer.global_step,
             "fit_seconds": round(self.fit_seconds, 3),
             "precision": self.precision,

@@ -164,18 +164,27 @@ def away_from_closed_terminal() -> None:
 
 
 class StopAfterStep(Callback):
-    """Tells ``STOP_SIGNALS`` when Lightning trains, and stops Lightning after the step in
-    which a stop signal came: under DDP, after the first step that ends with a signal on
-    any rank (one all-reduce of a flag per step), so every rank stops after the same step."""
+    """Tells ``STOP_SIGNALS`` when Lightning trains, and stops Lightning after the optimizer
+    step in which a stop signal came: under DDP, after the first step that ends with a signal
+    on any rank (one all-reduce of a flag per batch), so every rank stops after the same step.
+
+    Under gradient accumulation a batch that ends no optimizer step holds gradients not yet
+    applied, which a checkpoint does not keep: the stop waits for the batch that steps.
+    """
+
+    def __init__(self) -> None:
+        self._step = -1  # the global step at the previous batch end
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         STOP_SIGNALS.training = True
         STOP_SIGNALS.take_over_sigterm()
+        self._step = trainer.global_step  # a resumed run's step is in its checkpoint
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, index: int
     ) -> None:
-        stop = STOP_SIGNALS.received is not None
+        stepped, self._step = trainer.global_step != self._step, trainer.global_step
+        stop = STOP_SIGNALS.received is not None and stepped
         if trainer.world_size > 1:
             stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
         if stop:
