@@ -131,23 +131,34 @@ def one_error_line(result: subprocess.CompletedProcess[str], *words: str) -> str
 
 
 class SignalAtBatch(Callback):
-    """Send this process SIGTERM at the end of its ``batch``-th training batch (from 1), once
-    per ``marker`` file: a resumed run, which finds it, is not signalled again."""
+    """Send this process SIGTERM at the end of its ``batch``-th training batch (from 1), or
+    with ``validation=True`` its ``batch``-th batch of fit's validations (the sanity check
+    not counted); once per ``marker`` file: a resumed run, which finds it, is not signalled
+    again."""
 
-    def __init__(self, batch: int, marker: str) -> None:
-        self.batch, self.marker, self.seen = batch, Path(marker), 0
+    def __init__(self, batch: int, marker: str, validation: bool = False) -> None:
+        self.batch, self.marker, self.validation, self.seen = batch, Path(marker), validation, 0
 
     def on_train_batch_end(self, trainer: Trainer, *args: object) -> None:
+        if not self.validation:
+            self._count()
+
+    def on_validation_batch_end(self, trainer: Trainer, *args: object) -> None:
+        if self.validation and not trainer.sanity_checking:
+            self._count()
+
+    def _count(self) -> None:
         self.seen += 1
         if self.seen == self.batch and not self.marker.exists():
             self.marker.touch()
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-def sigterm_at_batch(batch: int, marker: Path) -> list[str]:
+def sigterm_at_batch(batch: int, marker: Path, validation: bool = False) -> list[str]:
     """The overrides that add :class:`SignalAtBatch`."""
     return [
         "+callbacks.signal._target_=support.SignalAtBatch",
         f"+callbacks.signal.batch={batch}",
         f"+callbacks.signal.marker={marker}",
+        f"+callbacks.signal.validation={str(validation).lower()}",
     ]

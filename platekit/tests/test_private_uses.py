@@ -11,6 +11,10 @@ moves one fails here, naming it, not as a silent change of behaviour in a run.
   runs bf16 (config/_precision.py); torch has no public one for the CPU.
 - the logger ``torch.onnx._internal.exporter._registration``, quieted during export
   (commands/_export.py): a name only, so a rename brings its lines back and breaks nothing.
+- the checkpoint's ``loops.fit_loop["epoch_loop.val_loop.batch_progress"]`` counters and
+  Lightning's restart "mid-evaluation" that reads them: a validation a stop cut short is
+  recorded as started with no batch done, so the resume runs it again in full
+  (training/_exact_resume.py); the signal tests check the result end to end.
 - uvicorn's ``H11Protocol``: ``connection_made``, ``data_received``, ``connection_lost``,
   ``send_400_response(msg)`` and its ``conn`` (an h11 connection), ``transport``, ``loop``
   and ``client``: the request deadline and JSON errors of the model server
@@ -22,6 +26,7 @@ import inspect
 
 import pytest
 import torch
+from lightning import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
@@ -45,6 +50,32 @@ def test_lightnings_private_methods_platekit_overrides_are_still_there() -> None
     assert hasattr(logger, "_experiment")
     assert hasattr(logger, "_fs")
     assert issubclass(ResumableCSVLogger, CSVLogger)
+
+
+def test_a_validation_recorded_as_just_started_restarts_mid_evaluation() -> None:
+    """Lightning's loop state as ``validate_again`` writes it: the counters are where it
+    looks and its restart reads them as a validation to run (from its first batch)."""
+    from lightning.pytorch.loops.evaluation_loop import RestartStage, _EvaluationLoop
+    from lightning.pytorch.loops.fit_loop import _FitLoop
+
+    from platekit.training._exact_resume import VALIDATION_PROGRESS, validate_again
+
+    trainer = Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    fit_loop = trainer.fit_loop
+    assert isinstance(fit_loop, _FitLoop)
+    assert VALIDATION_PROGRESS[2] in fit_loop.state_dict()
+    fit_loop.epoch_progress.increment_ready()  # an epoch under way ...
+    fit_loop.epoch_progress.increment_started()
+    fit_loop.epoch_loop.val_loop.batch_progress.increment_by(3)  # ... its validation 3 batches in
+    checkpoint = {"loops": {"fit_loop": fit_loop.state_dict()}}
+    validate_again(checkpoint)
+    val_loop = fit_loop.epoch_loop.val_loop
+    assert isinstance(val_loop, _EvaluationLoop)
+    fit_loop.load_state_dict(checkpoint["loops"]["fit_loop"])  # sets it restarting
+    val_loop.update_restart_stage()
+    assert val_loop._restart_stage == RestartStage.RESTARTED_MID_EVALUATION
+    val_loop.batch_progress.reset_on_restart()
+    assert val_loop.batch_progress.current.ready == 0  # from the first batch
 
 
 def test_torchs_last_lr_is_what_get_last_lr_returns() -> None:

@@ -1,6 +1,7 @@
 """Configs are checked against one schema before any work: one line per problem, exit 1,
 no traceback, and a refused run leaves no run directory (a finished run's stays as it was)."""
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,8 @@ def test_commands_that_run_no_task_are_not_checked(tmp_path: Path) -> None:
 
 
 def test_only_a_run_directory_this_run_made_and_left_empty_is_removed(tmp_path: Path) -> None:
+    """Empty of the run's own files: Hydra's ``.hydra/``, the log, and the config the run
+    saves before building its trainer (which may still refuse it) do not count."""
     runs = tmp_path / "outputs" / "train" / "runs"
     finished = runs / "finished"
     (finished / ".hydra").mkdir(parents=True)
@@ -230,10 +233,11 @@ def test_only_a_run_directory_this_run_made_and_left_empty_is_removed(tmp_path: 
     fresh.note(tmp_path / "new" / "runs" / "planned")
     made = tmp_path / "new" / "runs" / "planned"
     (made / ".hydra").mkdir(parents=True)
-    (made / "config.yaml").write_text("seed: 0\n")  # the task wrote: a real (failed) run
+    (made / "config.yaml").write_text("seed: 0\n")  # saved before the trainer refused
+    (made / "checkpoints").mkdir()  # the run trained: a real (failed) run
     assert not fresh.discard(made)
     assert made.is_dir()
-    (made / "config.yaml").unlink()
+    (made / "checkpoints").rmdir()
     assert fresh.discard(made)
     assert not (tmp_path / "new").exists()  # nor the folders made for it
 
@@ -382,14 +386,26 @@ def test_cli_user_error_has_no_bogus_hints_and_no_run_directory(
 def test_refused_resume_inside_the_task_keeps_the_finished_run(
     trained: dict[str, Any], tmp_path: Path
 ) -> None:
-    # Refused after Hydra started (both ckpt_path and init_from): the run directory stays.
+    """Refused after Hydra rewrote ``.hydra/`` and opened the log (and, for the precision,
+    after the run saved its config): every file is put back, bytes and times, the log cut
+    back to its length."""
     run_dir = finished_run(trained, tmp_path)
-    kept = {name: (run_dir / name).read_bytes() for name in ("config.yaml", "metrics.json")}
+
+    def files() -> dict[Path, tuple[bytes, int]]:
+        found = sorted(p for p in run_dir.rglob("*") if p.is_file())
+        return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in found}
+
+    before = files()
     last = run_dir / "checkpoints" / "last.ckpt"
-    result = run_cli("train", f"ckpt_path={last}", f"init_from={last}", cwd=tmp_path)
-    assert result.returncode == 1
-    assert "error: ckpt_path and init_from are both set" in result.stdout
-    assert {name: (run_dir / name).read_bytes() for name in kept} == kept
+    for override, said in (
+        (f"init_from={last}", "error: ckpt_path and init_from are both set"),
+        ("data.batch_size=7", "error: data.batch_size=7 but the checkpoint"),
+        ("trainer.precision=16-true", "error: trainer.precision=16-true on CPU runs about"),
+    ):
+        result = run_cli("train", f"ckpt_path={last}", override, cwd=tmp_path)
+        assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+        assert said in result.stdout, result.stdout
+        assert files() == before, override
 
 
 def test_a_trainer_key_typo_is_one_line_with_the_nearest_name() -> None:
@@ -424,6 +440,7 @@ TRAINER_VALUES = [
     ("trainer.inference_mode=null", "must be true or false (e.g. trainer.inference_mode=true)"),
     ("trainer.max_time=5", "must be null or a string or a mapping"),
     ("trainer.num_nodes=0", "must be an integer >= 1 (e.g. trainer.num_nodes=1)"),
+    ("trainer.val_check_interval=0", "val_check_interval=0: must be null or a finite number > 0"),
 ]
 
 
@@ -441,3 +458,83 @@ def test_every_trainer_argument_has_a_rule_and_good_values_pass() -> None:
     assert problems(["++trainer.num_sanity_val_steps=0", "++trainer.benchmark=true",
                      "++trainer.max_time={minutes: 5}", "trainer.gradient_clip_val=1",
                      "trainer.log_every_n_steps=null", "++trainer.min_steps=10"]) == []  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_run_the_trainer_refuses_leaves_no_run_directory(tmp_path: Path) -> None:
+    """Refused after the run saved its config, when the trainer is built."""
+    result = run_cli("train", "trainer.precision=16-true", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "error: trainer.precision=16-true on CPU runs about 30x slower" in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_setting_lightnings_callbacks_declare_is_checked_by_their_annotations() -> None:
+    """Lightning's EarlyStopping is read by its signature as the project's classes are: a
+    setting its YAML leaves out is typed, a typo names the nearest, not "add the parameter"."""
+    assert problems(["++callbacks.early_stopping.min_delta=0.01"]) == []
+    assert problems(["++callbacks.early_stopping.min_delta=abc"]) == [
+        "callbacks.early_stopping.min_delta=abc: must be a finite number "
+        "(e.g. callbacks.early_stopping.min_delta=0.0)"
+    ]
+    [verbose] = problems(["++callbacks.early_stopping.verbose=maybe"])
+    assert verbose.startswith("callbacks.early_stopping.verbose=maybe: must be true or false")
+    assert problems(["++callbacks.early_stopping.min_detla=1"]) == [
+        "callbacks.early_stopping.min_detla is not a setting of EarlyStopping "
+        "(nearest: min_delta); fix the key"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("override", "who"),
+    [
+        ("scheduler.total_steps=100", "Cosine"),
+        ("scheduler.optimizer=1", "Cosine"),
+        ("optimizer.params=1", "AdamW"),
+    ],
+)
+def test_an_argument_the_model_passes_itself_is_refused_and_never_suggested(
+    override: str, who: str
+) -> None:
+    """Accepted, it crashed in configure_optimizers ("got multiple values for keyword
+    argument"); the hint for a typo of a neighbour offered it."""
+    key = override.split("=")[0]
+    assert problems([f"++{override}"]) == [
+        f"{key} is given to {who} by the code that builds it ("
+        + schema.SUPPLIED_BY[key.split(".")[0]]
+        + "); remove it from the command line or config"
+    ]
+    [hint] = problems(["++scheduler.warmup_step=1"])
+    assert "nearest: warmup_steps, warmup_epochs)" in hint
+
+
+def test_a_trainer_argument_or_lightning_callback_setting_left_out_is_an_addition() -> None:
+    """As ``data.noise=0.1``: Hydra refuses a key the YAML leaves out; the entry gives it
+    again with ``+`` where the Trainer or the node's class declares it."""
+    from hydra.errors import ConfigCompositionException
+
+    def refused(key: str) -> ConfigCompositionException:
+        return ConfigCompositionException(
+            f"Could not override '{key}'.\nKey '...' is not in struct"
+        )
+
+    for key in ("trainer.max_steps", "callbacks.early_stopping.min_delta", "data.noise"):
+        assert precheck.addition(refused(key), ["seed=1", f"{key}=5"]) == 1, key
+    assert precheck.addition(refused("trainer.max_stepz"), ["trainer.max_stepz=5"]) is None
+    assert precheck.addition(refused("paths.nowhere"), ["paths.nowhere=5"]) is None
+
+
+@pytest.mark.slow
+def test_settings_their_yaml_leaves_out_are_taken_without_plus_on_the_command_line(
+    tmp_path: Path,
+) -> None:
+    result = run_cli(
+        "train",
+        "trainer.max_steps=25",
+        "trainer.max_epochs=3",
+        "callbacks.early_stopping.min_delta=0.01",
+        "callbacks.progress_bar=null",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert re.search(r"epochs / steps\s+2 / 25", result.stdout), result.stdout[-2000:]

@@ -8,6 +8,7 @@ an uninterrupted run.
 import contextlib
 import csv
 import fcntl
+import json
 import os
 import pty
 import re
@@ -176,6 +177,51 @@ def test_a_stop_under_gradient_accumulation_waits_for_the_optimizer_step(tmp_pat
     for key, tensor in expected["state_dict"].items():
         assert torch.equal(actual["state_dict"][key], tensor), key
     assert step_losses(runs / "losses") == step_losses(reference / "losses")
+
+
+# 20 training batches an epoch, 17 validation batches of 16 rows
+VALIDATED = ["callbacks.early_stopping=null", *QUICK, "data.eval_batch_size=16"]
+
+
+@pytest.fixture(scope="module")
+def validated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("validated")
+    module("train").train(compose_config(run_dir, VALIDATED))
+    return run_dir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("batch", "validation", "step"),
+    [(20, False, 20), (5, True, 20), (37, True, 60)],
+    ids=["epoch-end-step", "validating", "last-validation"],
+)
+def test_a_stop_in_a_validation_runs_it_again_in_full_on_the_resume(
+    validated: Path, tmp_path: Path, batch: int, validation: bool, step: int
+) -> None:
+    """SIGTERM after an epoch's last step (Lightning then cuts its validation short), or
+    during a validation (the last epoch's too): the run stops after the current validation
+    batch, and the resume validates that epoch again from its first batch, so every epoch
+    has its validation row, best checkpoint and early-stopping check (the resume skipped
+    it before)."""
+    signalled = [*VALIDATED, *sigterm_at_batch(batch, tmp_path / "sent", validation)]
+    stopped = run_cli("train", *signalled, cwd=tmp_path)
+    output = stopped.stdout + stopped.stderr
+    assert stopped.returncode == 0, output[-3000:]
+    assert f"stopped by SIGTERM after step {step};" in output, output[-3000:]
+    run_dir = the_run_dir(tmp_path)
+    assert not (run_dir / "metrics.json").exists()  # not tested: the last epoch is unfinished
+
+    resumed = run_cli("train", *signalled, "ckpt_path=last", cwd=tmp_path)
+    output = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, output[-3000:]
+    assert foreign_warnings(output) == []  # no "could not find the monitored key val/acc"
+    rows = (run_dir / "csv" / "metrics.csv").read_text()
+    assert rows == (validated / "csv" / "metrics.csv").read_text()
+    expected, actual = (json.loads((d / "metrics.json").read_text()) for d in (validated, run_dir))
+    for key in ("test", "best", "final", "per_class", "epochs", "steps"):
+        assert actual[key] == expected[key], key
+    assert Path(actual["best_checkpoint"]).name == Path(expected["best_checkpoint"]).name
 
 
 @pytest.mark.slow

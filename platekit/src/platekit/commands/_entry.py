@@ -73,7 +73,9 @@ def command(config_name: str, task: Task) -> Callable[[], None]:
         def refuse(message: str) -> NoReturn:
             log.error("error: %s", message)
             if HydraConfig.get().mode == RunMode.RUN:
-                FRESH.discard(Path(HydraConfig.get().runtime.output_dir))
+                for handler in logging.getLogger().handlers:
+                    handler.flush()  # the log is cut back to its length before this run
+                FRESH.undo(Path(HydraConfig.get().runtime.output_dir))
             sys.exit(1)
 
         @functools.wraps(task)

@@ -26,6 +26,7 @@ from platekit.commands._rundir import Fresh, unwritable
 from platekit.config._check import report, run_directory, run_problems
 from platekit.config._nodes import config_dir
 from platekit.config._schema import components, owner_of
+from platekit.config._trainer import trainer_argument
 from platekit.config._typos import has_key, nearest_names
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
@@ -115,7 +116,11 @@ def refuse_additions_outside_components(cfg: DictConfig, config_name: str | None
     if not STATE.added:
         return
     found, _ = components(cfg)
-    strays = [line for line in STATE.added if owner_of(line.split("=", 1)[0], found) is None]
+    strays = [
+        line
+        for line in STATE.added
+        if owner_of(key := line.split("=", 1)[0], found) is None and not trainer_argument(key)
+    ]
     if strays:
         refuse_with_hints(config_name, strays)
 

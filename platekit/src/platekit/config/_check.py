@@ -9,7 +9,9 @@ A key the config files leave out is, to Hydra, a key that does not exist. Where 
 component (``data.noise=0.1``: ``data`` names a class by ``_target_``) the class decides:
 ``addition`` names such an override, the entry point gives it to Hydra again as
 ``+data.noise=0.1``, and the check then takes the setting if the class's ``__init__``
-declares it, or names the nearest settings (``data.nosie is not a setting of ...``).
+declares it, or names the nearest settings (``data.nosie is not a setting of ...``). So
+with an argument of Lightning's Trainer (``trainer.max_steps=5``) or of one of Lightning's
+callbacks (``callbacks.early_stopping.min_delta=0.01``).
 
 In a multirun each value a listed sweep gives (``a=1,2``, ``range(1,4)``) is checked by its
 key's rule; the values a sweeper picks itself (Optuna's ``interval(...)``) are checked by
@@ -30,6 +32,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict, read_write
 
 from platekit.config._schema import COMPONENTS, complaint, problems, rule_at
+from platekit.config._trainer import trainer_argument
 from platekit.config._typos import moved_key
 
 # The config's first keys under which components (classes with their own settings) sit.
@@ -40,10 +43,13 @@ MISSING = re.compile(r"Could not override '([^']+)'")
 
 def addition(error: Exception, overrides: list[str]) -> int | None:
     """The index of the override Hydra refused with ``error`` because the config files leave
-    its key out, where that key lies in a component (``data.noise=0.1``); else None."""
+    its key out, where that key lies in a component (``data.noise=0.1``) or is an argument of
+    Lightning's Trainer (``trainer.max_steps=5``); else None."""
     match = MISSING.match(str(error)) if isinstance(error, ConfigCompositionException) else None
     key = match.group(1) if match else ""
-    if "." not in key or key.split(".", 1)[0] not in COMPONENT_ROOTS or moved_key(key):
+    if "." not in key or moved_key(key):
+        return None
+    if key.split(".", 1)[0] not in COMPONENT_ROOTS and not trainer_argument(key):
         return None
     return next((i for i, line in enumerate(overrides) if line.split("=", 1)[0] == key), None)
 

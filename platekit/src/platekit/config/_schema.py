@@ -29,6 +29,7 @@ holds) is left to the code that reads it.
 """
 
 import difflib
+import importlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from platekit._errors import UserError
-from platekit._registry import HYDRA_KEYS, MovedNameError, Registry, active
+from platekit._registry import DOTTED, HYDRA_KEYS, MAX_NAME, MovedNameError, Registry, active
 from platekit.config._precision import ALIASES, PRESETS
 from platekit.config._rules import (
     MAPPING,
@@ -148,9 +149,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("callbacks.model_checkpoint.dirpath", directory("outputs/train/runs/mine/checkpoints")),
     ("callbacks.model_checkpoint.save_top_k", integer(-1, example=1)),
     ("callbacks.early_stopping.patience", integer(0, example=5)),
-    ("callbacks.early_stopping.*", passed("lightning's EarlyStopping")),
     ("callbacks.learning_rate_monitor.logging_interval", null_or(choice("epoch", "step"))),
-    ("callbacks.learning_rate_monitor.*", passed("lightning's LearningRateMonitor")),
     ("logger", null_or(MAPPING)),
     ("logger.*", null_or(MAPPING)),
     ("logger.*.save_dir", directory("outputs")),
@@ -174,7 +173,9 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("callbacks.*", "callback"),
     ("logger.*", "logger"),
 )
-BUILT_BY_HYDRA = ("callback", "logger")  # a class outside the roots is Lightning's: unchecked
+BUILT_BY_HYDRA = ("callback", "logger")  # a class outside the roots is Lightning's or unchecked
+# Whose callbacks and loggers are read by their signatures, as the project's own classes.
+LIBRARY_ROOTS = ("lightning",)
 
 # Ranges of library classes' parameters, which cannot be annotated where they are declared:
 # (module, class) of a base -> parameter -> range. Everything else is declared beside its code.
@@ -193,6 +194,21 @@ class Component:
     path: str
     cls: type
     settings: Settings = field(repr=False)
+    supplied: frozenset[str] = frozenset()  # arguments the code that builds it passes
+
+    def takes(self, key: str) -> bool:
+        """Whether the config may set ``key`` (a setting the builder does not pass itself)."""
+        return key in self.settings and key not in self.supplied
+
+    def supplied_line(self, key: str) -> str:
+        return (
+            f"{self.path}.{key} is given to {self.cls.__name__} by the code that builds it "
+            f"({SUPPLIED_BY[self.slot]}); remove it from the command line or config"
+        )
+
+    @property
+    def slot(self) -> str:
+        return next((s for pattern, s in COMPONENTS if _regex(pattern).fullmatch(self.path)), "")
 
     def rule(self, key: str) -> Rule | None:
         """The rule of ``key``'s value (a declared setting); ``None`` if it says nothing."""
@@ -201,12 +217,14 @@ class Component:
     def unknown(self, key: str) -> str:
         """The line for a key the class does not take, naming the nearest it does."""
         name = self.cls.__name__
-        names = sorted(self.settings.named)
+        names = sorted(set(self.settings.named) - self.supplied)
         close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
         if close:
             known = f"nearest: {', '.join(close)}"
         else:
             known = f"it takes: {', '.join(names[:12])}" if names else "it takes none"
+        if self.cls.__module__.partition(".")[0] in LIBRARY_ROOTS:  # not the team's to edit
+            return f"{self.path}.{key} is not a setting of {name} ({known}); fix the key"
         return (
             f"{self.path}.{key} is not a setting of {name} ({known}); fix the key, or add "
             f"the parameter to {name}.__init__"
@@ -226,6 +244,18 @@ def setting_rule(cls: type, key: str) -> Rule | None:
             break
     rule = typed(annotation, setting.default)
     return rule or passed(f"{cls.__name__} (its {key} parameter)")
+
+
+# The arguments a slot's builder passes itself (``supply``), by slot, and who passes them.
+SUPPLIED: dict[str, frozenset[str]] = {}
+SUPPLIED_BY: dict[str, str] = {}
+
+
+def supply(slot: str, names: set[str], by: str) -> None:
+    """Declare that the code building ``slot``'s class passes ``names`` itself (the model
+    gives its optimizer ``params``): the config may not set them, and no hint offers them."""
+    SUPPLIED[slot] = SUPPLIED.get(slot, frozenset()) | names
+    SUPPLIED_BY[slot] = by
 
 
 # A command's own keys, each declared by the module whose code reads it (``declare``): a
@@ -290,6 +320,9 @@ def problems(cfg: DictConfig) -> list[str]:
             key, _, deeper = path[len(owner.path) + 1 :].partition(".")
             if key in HYDRA_KEYS:  # Hydra's own (_partial_, ...): the builder decides
                 continue
+            if key in owner.supplied:
+                written.append(owner.supplied_line(key))
+                continue
             if key not in owner.settings:
                 unknown = owner.unknown(key)
                 if unknown not in written:
@@ -316,11 +349,28 @@ def components(cfg: DictConfig) -> tuple[dict[str, Component], list[str]]:
         except UserError as error:  # Lightning's callbacks and loggers are outside the roots
             if slot not in BUILT_BY_HYDRA or isinstance(error, MovedNameError):
                 refused.append(str(error))
+            elif (library := library_class(name)) is not None:
+                found[path] = Component(path, library, settings_of(library))
             continue
         except Exception:  # an unresolvable _target_: its own rule names it
             continue
-        found[path] = Component(path, cls, settings_of(cls))
+        found[path] = Component(path, cls, settings_of(cls), SUPPLIED.get(slot, frozenset()))
     return found, refused
+
+
+def library_class(name: Any) -> type | None:
+    """The class a callback or logger ``_target_`` names in a library of ``LIBRARY_ROOTS``
+    (``lightning.pytorch.callbacks.EarlyStopping``); None for any other name."""
+    if not isinstance(name, str) or len(name) > MAX_NAME or not DOTTED.fullmatch(name):
+        return None
+    if name.partition(".")[0] not in LIBRARY_ROOTS:
+        return None
+    module, _, qualname = name.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), qualname, None)
+    except Exception:  # not importable: Hydra names it when it builds the callback
+        return None
+    return found if isinstance(found, type) else None
 
 
 def component_nodes(node: Any, prefix: str = "", inside: str = "") -> Iterator[tuple[str, str]]:

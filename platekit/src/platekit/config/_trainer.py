@@ -46,6 +46,7 @@ TRAINER_RANGES: Mapping[str, Range] = {
     "log_every_n_steps": Range(low=1, example=10),
     "reload_dataloaders_every_n_epochs": Range(low=0),
     "fast_dev_run": Range(low=0, example=1),
+    "val_check_interval": Range(above=0.0, example=0.5),  # 0 divides by zero in Lightning
 }
 
 
@@ -97,6 +98,13 @@ def trainer_rule(path: str) -> Rule | None:
     bounds = TRAINER_RANGES.get(key)
     rule = typed(annotation if bounds is None else annotated(annotation, bounds), default)
     return rule or passed(f"lightning.Trainer (its {key} argument)")
+
+
+def trainer_argument(path: str) -> bool:
+    """Whether ``path`` is ``trainer.<an argument of Trainer.__init__>``."""
+    head, _, key = path.partition(".")
+    parameters = trainer_parameters()
+    return head == "trainer" and parameters is not None and key in parameters
 
 
 def unknown_trainer_key(path: str) -> str | None:

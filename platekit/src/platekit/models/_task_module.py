@@ -22,6 +22,7 @@ from platekit._errors import UserError
 from platekit._registry import active
 from platekit.checkpoints._upgrade import EPOCH_SUMS_KEY  # the training epoch's running sums
 from platekit.config._nodes import to_plain
+from platekit.config._schema import supply
 from platekit.models._class_counts import ClassCounts
 from platekit.models._tasks import GRAD_NORM, LOSS, TEST, TRAIN, VAL, Regression, Task
 
@@ -29,6 +30,14 @@ Batch = tuple[Tensor, Tensor]
 
 
 log = logging.getLogger(__name__)
+
+# configure_optimizers passes these itself: a config setting them would clash.
+supply("optimizer", {"params"}, "the model, its parameter groups")
+supply(
+    "scheduler",
+    {"optimizer", "total_steps", "steps_per_epoch"},
+    "the model, from trainer.max_epochs or max_steps and the data",
+)
 
 
 class TaskModule(LightningModule):

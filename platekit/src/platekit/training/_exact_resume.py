@@ -2,17 +2,21 @@
 
 Lightning checkpoints the weights, optimizer, schedulers and loop counters, but not the
 random number generators (dropout draws from them) nor how far through its epoch the
-sampler got. This callback adds both.
+sampler got. This callback adds both, and marks a validation that a stop cut short as one
+to run again in full.
 """
 
 import logging
 from typing import Any
 
 from lightning import Callback, LightningModule, Trainer
+from lightning.pytorch.trainer.states import TrainerFn
 
 from platekit.checkpoints._rng import RNGState, capture_rng, check_rng, restore_rng
 
 CHECKPOINT_KEY = "rng_states"
+# Where Lightning (2.6) keeps the validation's batch counters in a checkpoint.
+VALIDATION_PROGRESS = ("loops", "fit_loop", "epoch_loop.val_loop.batch_progress")
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,8 @@ class ExactResume(Callback):
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         checkpoint[CHECKPOINT_KEY] = capture_rng()
+        if validation_cut_short(trainer):
+            validate_again(checkpoint)
 
     def on_load_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
@@ -52,6 +58,36 @@ class ExactResume(Callback):
             restore_rng(self._rng_to_restore)
             self._rng_to_restore = None
         warn_if_epoch_is_cut_short(trainer)
+
+
+def validation_cut_short(trainer: Trainer) -> bool:
+    """Whether fit is saving in the middle of a validation (a stop signal, training/_signals.py)."""
+    return (
+        trainer.state.fn == TrainerFn.FITTING
+        and trainer.validating
+        and not trainer.sanity_checking
+        and not trainer.fit_loop.epoch_loop.val_loop.batch_progress.is_last_batch
+    )
+
+
+def validate_again(checkpoint: dict[str, Any]) -> None:
+    """Record a validation cut short as started with no batch done, so a resume runs it
+    again in full (Lightning's restart "mid-evaluation").
+
+    Its metrics so far are not in a checkpoint: left as they were, the counters made the
+    resume skip the rest, and that epoch had no validation (no ``val/*`` row, no best
+    checkpoint or early-stopping check).
+    """
+    progress: Any = checkpoint
+    for key in VALIDATION_PROGRESS:
+        progress = progress.get(key) if isinstance(progress, dict) else None
+    if not isinstance(progress, dict) or "current" not in progress or "total" not in progress:
+        return
+    before = progress["total"]["completed"] - progress["current"]["completed"]
+    progress["total"] = {"ready": before + 1, "started": before + 1}
+    progress["total"] |= {"processed": before, "completed": before}
+    progress["current"] = {"ready": 1, "started": 1, "processed": 0, "completed": 0}
+    progress["is_last_batch"] = False
 
 
 def warn_if_epoch_is_cut_short(trainer: Trainer) -> None:

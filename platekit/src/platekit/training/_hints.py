@@ -109,7 +109,28 @@ def dataloader_workers(error: BaseException, cfg: DictConfig) -> str | None:
     )
 
 
-HINTS: tuple[Hint, ...] = (out_of_memory, device_mismatch, dataloader_workers, shape_mismatch)
+def monitor_never_logged(error: BaseException, cfg: DictConfig) -> str | None:
+    """Early stopping's metric was not logged when it checked: no validation ran before the
+    fit ended (``trainer.max_steps`` shorter than an epoch) or the model never logs it."""
+    match = re.search(
+        r"Early stopping conditioned on metric `([^`]+)` which is not available", str(error)
+    )
+    if match is None:
+        return None
+    return (
+        f"early stopping watches {match.group(1)}, which had not been logged when it checked "
+        f"(trainer.max_steps={cfg.trainer.get('max_steps', -1)} can end the fit before the "
+        "first validation); let a validation run first, or set callbacks.early_stopping=null"
+    )
+
+
+HINTS: tuple[Hint, ...] = (
+    out_of_memory,
+    device_mismatch,
+    dataloader_workers,
+    shape_mismatch,
+    monitor_never_logged,
+)
 
 
 def hint_for(error: BaseException, cfg: DictConfig) -> str | None:

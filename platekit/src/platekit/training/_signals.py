@@ -9,12 +9,13 @@ Ctrl-C exits 1 without saving, swallows a second one, SIGHUP and SIGQUIT kill th
 unsaved, and Lightning restores the default handlers at teardown, so a late second SIGTERM
 kills the process with 143.) Every one goes one way, Lightning's SIGTERM stop:
 
-- The first signal while training: Lightning stops after the current step (at the step's
-  end ``StopAfterStep`` hands the stop to Lightning's SIGTERM handler; under DDP every rank
-  at the same step, whichever ranks got the signal), ``PreemptibleCheckpoint`` writes
-  ``last.ckpt``, and the command says how to continue (``ckpt_path=last``) and exits
-  0 after SIGTERM (SIGHUP, SIGQUIT), 130 after Ctrl-C (so ``make train && make export``
-  stops there).
+- The first signal while training: Lightning stops after the current optimizer step (at
+  the step's end ``StopAfterStep`` hands the stop to Lightning's SIGTERM handler; under DDP
+  every rank at the same step, whichever ranks got the signal), or during a validation
+  after the current batch (the resume runs that validation again in full);
+  ``PreemptibleCheckpoint`` writes ``last.ckpt``, and the command says how to continue
+  (``ckpt_path=last``) and exits 0 after SIGTERM (SIGHUP, SIGQUIT), 130 after Ctrl-C (so
+  ``make train && make export`` stops there).
 - The first signal before or after training (setup, testing): nothing to save; it exits
   at once with the same codes.
 - SIGTERM (SIGHUP, SIGQUIT) again: ignored, the save goes on (schedulers may signal more
@@ -63,6 +64,11 @@ class StopSignals:
         for signum in EXIT_CODES:
             signal.signal(signum, self._on_signal)
         atexit.register(self._keep_exit_code)
+
+    @property
+    def decided(self) -> bool:
+        """Whether the stop is handed to Lightning already."""
+        return self._decided
 
     @property
     def exit_code(self) -> int:
@@ -186,6 +192,26 @@ class StopAfterStep(Callback):
         stepped, self._step = trainer.global_step != self._step, trainer.global_step
         stop = STOP_SIGNALS.received is not None and stepped
         if trainer.world_size > 1:
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if stop:
+            STOP_SIGNALS.stop_lightning()
+
+    def on_validation_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        index: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """A signal during fit's validation stops it after this batch (a validation can
+        outlast a scheduler's grace period); the checkpoint marks the validation to run
+        again in full on the resume (training/_exact_resume.py)."""
+        if not STOP_SIGNALS.training or trainer.sanity_checking or STOP_SIGNALS.decided:
+            return
+        stop = STOP_SIGNALS.received is not None
+        if trainer.world_size > 1:  # every rank validates as many batches
             stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
         if stop:
             STOP_SIGNALS.stop_lightning()
