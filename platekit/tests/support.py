@@ -15,10 +15,12 @@ import subprocess
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 from lightning import Callback, Trainer
 
+import warm
 from platekit import current
 from platekit.testing import (  # noqa: F401  (re-exported for the tests)
     QUICK,
@@ -33,7 +35,7 @@ from platekit.testing import (  # noqa: F401  (re-exported for the tests)
     write_image_folder,
 )
 from platekit.testing import cli_env as project_env
-from platekit.testing import run_cli as run_project_cli
+from platekit.testing import run_cli as run_project_cli  # noqa: F401  (its own env)
 from platekit.testing import start_cli as start_project_cli
 
 ROOT = current().root  # the baked project's folder
@@ -95,12 +97,26 @@ def cli_env(**extra: str) -> dict[str, str]:
     return project_env(PYTHONPATH=python_path(), **extra)
 
 
-def start_cli(entry: str, *overrides: str, cwd: Path, **popen: object):
+def start_cli(entry: str, *overrides: str, cwd: Path, **popen: Any):
+    """``python -m <package>.<entry> overrides...`` started from ``cwd``: forked warm (see
+    :func:`run_cli`) unless ``popen`` asks for more than the stderr pipe and a new session."""
+    if popen.keys() <= {"stderr", "start_new_session"}:
+        return warm.start(["-m", f"{PACKAGE}.{entry}", *overrides], cwd, cli_env(), **popen)
     return start_project_cli(entry, *overrides, cwd=cwd, **{"env": cli_env(), **popen})
 
 
+def run_python(
+    args: list[str], cwd: Path, env: dict[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``python args...`` from ``cwd`` in ``env``, output captured as text; a ``python -m``
+    command is forked from this worker's warm process where nothing differs (``warm.py``)."""
+    return warm.run(args, cwd, env, timeout)
+
+
 def run_cli(entry: str, *overrides: str, cwd: Path, timeout: float = 300):
-    return run_project_cli(entry, *overrides, cwd=cwd, timeout=timeout, env=cli_env())
+    """``python -m <package>.<entry> overrides...`` from ``cwd``, forked from the warm process
+    of this worker (``warm.py``: torch and Lightning imported once)."""
+    return warm.run(["-m", f"{PACKAGE}.{entry}", *overrides], cwd, cli_env(), timeout)
 
 
 def with_checkpoint(entry: str, path: Path, folder: Path) -> list[str]:

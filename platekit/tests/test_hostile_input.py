@@ -20,7 +20,7 @@ import pytest
 import torch
 from PIL import Image
 
-from support import PACKAGE, ROOT, module, run_cli
+from support import PACKAGE, ROOT, module, run_cli, run_python
 
 UserError = module("_errors").UserError
 Checkpoint = module("checkpoints._restore").Checkpoint
@@ -200,11 +200,11 @@ def test_run_name_is_one_folder_name(tmp_path: Path, name: str, entry: str) -> N
     env_name = {"RUN_NAME": name, "ESCAPE": "../../../../art"}
     (tmp_path / "work").mkdir()
     given = "trainer.max_epochs=1" if entry == "train" else "ckpt_path=missing.ckpt"
-    result = subprocess.run(
-        [sys.executable, "-m", f"{PACKAGE}.{entry}", given],
-        cwd=tmp_path / "work", env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **env_name},
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    result = run_python(
+        ["-m", f"{PACKAGE}.{entry}", given],
+        tmp_path / "work",
+        {**os.environ, "PYTHONPATH": str(ROOT / "src"), **env_name},
+    )
     assert result.returncode == 1
     [line] = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
     assert line.startswith(f"error: RUN_NAME={module('_errors').inert(name)!r} is not one folder")
@@ -218,14 +218,12 @@ def test_a_finished_runs_name_is_not_reused_by_a_new_run(tmp_path: Path) -> None
     """A second run named like a finished one is refused before anything is written there:
     its checkpoints, metrics and Hydra files stay the first run's."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RUN_NAME": "exp1"}
-    train = [sys.executable, "-m", f"{PACKAGE}.train", "trainer.max_epochs=1", "logger=csv"]
-    first = subprocess.run(train, cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=300, check=False)  # fmt: skip
+    train = ["-m", f"{PACKAGE}.train", "trainer.max_epochs=1", "logger=csv"]
+    first = run_python(train, tmp_path, env)
     assert first.returncode == 0, first.stdout[-3000:]
     run = tmp_path / "outputs" / "train" / "runs" / "exp1"
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
-    again = subprocess.run([*train, "seed=7"], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=300, check=False)  # fmt: skip
+    again = run_python([*train, "seed=7"], tmp_path, env)
     assert again.returncode == 1
     [line] = [line for line in again.stdout.splitlines() if line.startswith("error: ")]
     named = Path("outputs/train/runs/exp1")  # as the command line's paths are, relative

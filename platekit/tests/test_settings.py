@@ -4,7 +4,6 @@ refused in one line before any run directory exists."""
 
 import importlib
 import os
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from platekit.data._image_folder import ImageFolderDataModule
 from platekit.settings import Range, settings_of
 from platekit.training import _hints as hints
 
-from support import copy_project
+from support import copy_project, run_python
 
 PACKAGE = "settings_probe"  # a name no other test's bake uses: one package per process
 
@@ -147,15 +146,7 @@ def test_a_declared_setting_its_yaml_leaves_out_is_taken(project: Path) -> None:
 def test_cli_refuses_a_typo_and_a_wrong_type_before_any_run_directory(project: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(project / "src"), "OMP_NUM_THREADS": "1"}
     env.pop("CONFIG_DIR", None)
-    result = subprocess.run(
-        [sys.executable, "-m", f"{PACKAGE}.train", "data=noisy", "data.nosie=0.1"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    result = run_python(["-m", f"{PACKAGE}.train", "data=noisy", "data.nosie=0.1"], project, env)
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         "error: config has 1 problem:",

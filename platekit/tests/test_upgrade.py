@@ -5,7 +5,6 @@ under this platekit; YAML and an ejected module of before get one line naming th
 import logging
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,16 @@ from platekit._errors import UserError
 from platekit.checkpoints import Checkpoint
 from platekit.testing import predict_rows, write_image_folder
 
-from support import FIXTURES, QUICK, cli_env, compose_config, copy_project, module, run_cli
+from support import (
+    FIXTURES,
+    QUICK,
+    cli_env,
+    compose_config,
+    copy_project,
+    module,
+    run_cli,
+    run_python,
+)
 
 DATA = FIXTURES
 FIXTURES = [
@@ -152,12 +160,10 @@ def test_an_ejected_module_of_before_is_one_line_naming_the_import(tmp_path: Pat
         )
     )
     env = {**cli_env(), "PYTHONPATH": str(project / "src"), "CONFIG_DIR": str(project / "configs")}
-    train = [sys.executable, "-m", "upgrade_probe.train", *QUICK, "trainer.max_epochs=1"]
+    train = ["-m", "upgrade_probe.train", *QUICK, "trainer.max_epochs=1"]
     train.append("scheduler=cosine")
     for fix in ("from platekit import UserError", "from platekit.models import Cosine as Base"):
-        result = subprocess.run(
-            train, cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False
-        )
+        result = run_python(train, project, env)
         assert result.returncode == 1, result.stderr[-2000:]
         (line,) = error_lines(result)
         assert "Traceback" not in result.stderr, result.stderr[-2000:]
@@ -170,7 +176,5 @@ def test_an_ejected_module_of_before_is_one_line_naming_the_import(tmp_path: Pat
             "from platekit.models import", "from platekit.models.schedules import"
         )
         ejected.write_text(ejected.read_text().replace(old, fix))  # the user applies the fix
-    result = subprocess.run(
-        train, cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
+    result = run_python(train, project, env, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]

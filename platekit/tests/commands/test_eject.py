@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from support import copy_project
+from support import copy_project, run_python
 
 PACKAGE = "eject_probe"  # a name no other test's bake uses
 
@@ -37,15 +37,7 @@ def run(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProc
     root = next((p for p in (cwd, *cwd.parents) if (p / "src" / PACKAGE).is_dir()), cwd)
     env = {**os.environ, "PYTHONPATH": str(root / "src"), "OMP_NUM_THREADS": "1"}
     env.pop("CONFIG_DIR", None)
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
-    )
+    return run_python(list(args), cwd, env, timeout)
 
 
 PUBLIC = {
