@@ -4,7 +4,6 @@ study that survives a killed worker; bad trials are pruned; the best is printed 
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,14 +17,12 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from support import (
-    CONFIG_DIR,
-    PACKAGE,
     QUICK,
     compose_config,
     module,
-    python_path,
     read_json,
     run_cli,
+    start_cli,
 )
 
 UserError = module("_errors").UserError
@@ -58,18 +55,10 @@ def states(study: optuna.Study) -> list[str]:
     return [trial.state.name for trial in study.get_trials()]
 
 
-def sweep_process(*overrides: str, cwd: Path) -> subprocess.Popen:
-    """``python -m <package>.sweep overrides...`` started in the background."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": python_path(),
-        "CONFIG_DIR": str(CONFIG_DIR),
-        "OMP_NUM_THREADS": "1",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", f"{PACKAGE}.sweep", *overrides], cwd=cwd, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+def sweep_process(*overrides: str, cwd: Path) -> Any:
+    """``python -m <package>.sweep overrides...`` started in the background (warm, as
+    ``start_cli``), stdout and stderr together."""
+    return start_cli("sweep", *overrides, cwd=cwd, stderr=subprocess.STDOUT)
 
 
 def running_trial(root: Path, timeout: float = 240) -> Any:

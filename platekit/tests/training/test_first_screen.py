@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support import foreign_warnings, module, read_json, run_cli
+from support import cli_env, foreign_warnings, module, read_json, run_cli, run_project_cli
 
 FIELDS = module("training._header").FIELDS
 EPOCH = re.compile(
@@ -40,7 +40,9 @@ def csv_epochs(run_dir: Path) -> dict[int, tuple[str, str, str]]:
 @pytest.mark.slow
 def test_default_train_then_resume_first_screen(tmp_path: Path) -> None:
     launched = time.perf_counter()
-    result = run_cli("train", "trainer.max_epochs=3", "logger=csv", cwd=tmp_path)
+    # Started cold, not forked warm: the wall time and imports of a whole process are checked.
+    env = cli_env()
+    result = run_project_cli("train", "trainer.max_epochs=3", "logger=csv", cwd=tmp_path, env=env)
     elapsed = time.perf_counter() - launched
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
