@@ -1,8 +1,11 @@
 """A command forked warm (warm.py) runs as the same command started cold would."""
 
 import json
+import os
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -71,3 +74,33 @@ def test_two_warm_children_draw_their_own_seeds(probe: tuple[Path, dict[str, str
     seeds = {json.loads(warm.run(["-m", "warm_probe", "0", "0"], folder, env).stdout)["seed"]}
     seeds.add(json.loads(warm.run(["-m", "warm_probe", "0", "0"], folder, env).stdout)["seed"])
     assert len(seeds) == 2
+
+
+def test_a_relative_folder_is_the_test_processes_and_a_new_session_is_made_before_the_pid(
+    probe: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, env = probe
+    (folder / "sub").mkdir()
+    monkeypatch.chdir(folder)
+    said = json.loads(warm.run(["-m", "warm_probe", "given", "0"], Path("sub"), env).stdout)
+    assert said["cwd"] == said["path"][0] == str(folder / "sub")
+    process = warm.start(["-m", "warm_probe", "given", "0"], folder, env, start_new_session=True)
+    assert os.getpgid(process.pid) == process.pid  # killpg at once reaches it alone
+    process.communicate(timeout=60)
+
+
+def test_a_lost_warm_process_is_an_error_and_its_command_is_stopped(
+    probe: tuple[Path, dict[str, str]],
+) -> None:
+    folder, env = probe
+    (folder / "lib" / "warm_sleep.py").write_text("import time\ntime.sleep(60)\n")
+    lost = warm._Warm(env)  # one of this test's own, not the worker's
+    process = warm.WarmProcess(lost, ["-m", "warm_sleep"], folder, env, subprocess.PIPE, False)
+    lost.process.kill()
+    with pytest.raises(RuntimeError, match="the warm process ended before sending an exit"):
+        process.wait(timeout=60)
+    time.sleep(0.5)
+    assert (
+        not Path(f"/proc/{process.pid}").exists()
+        or "Z" in Path(f"/proc/{process.pid}/stat").read_text().split(")")[1][:3]
+    )

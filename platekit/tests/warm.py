@@ -150,29 +150,45 @@ class WarmProcess:
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe() if stderr == subprocess.PIPE else (None, out_write)
         null = os.open(os.devnull, os.O_RDONLY)
-        request = {"module": args[1], "args": args[2:], "cwd": str(cwd), "env": env,
-                   "new_session": new_session}  # fmt: skip
-        self._link = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._link.connect(warm.address)
-        socket.send_fds(self._link, [json.dumps(request).encode()], [null, out_write, err_write])
-        for fd in {null, out_write, err_write}:
-            os.close(fd)
-        self.pid = int(self._link.recv(64))
+        request = {"module": args[1], "args": args[2:], "cwd": os.path.abspath(cwd),
+                   "env": env, "new_session": new_session}  # fmt: skip
         self._fds = [fd for fd in (out_read, err_read) if fd is not None]
         self.stdout = open(out_read, encoding=locale.getpreferredencoding(False), closefd=False)  # noqa: SIM115
         self.stderr = None if err_read is None else open(err_read, closefd=False)  # noqa: SIM115
+        self._link = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._link.connect(warm.address)
+            message = [json.dumps(request).encode()]
+            socket.send_fds(self._link, message, [null, out_write, err_write])
+        finally:
+            for fd in {null, out_write, err_write}:
+                os.close(fd)
+        # Sent once the child has its pipes, folder and session, as Popen returns after them.
+        self.pid = int(self._received("its pid"))
+
+    def _received(self, what: str, flags: int = 0) -> bytes:
+        """The warm process's next message; it ending first is an error, not a status."""
+        message = self._link.recv(64, flags)
+        if not message:
+            if hasattr(self, "pid"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+            self._link.close()
+            self._close()
+            raise RuntimeError(f"the warm process ended before sending {what}")
+        return message
 
     def poll(self) -> int | None:
         if self.returncode is None:
             with contextlib.suppress(BlockingIOError):
-                self._status(self._link.recv(64, socket.MSG_DONTWAIT))
+                self._status(self._received("an exit status", socket.MSG_DONTWAIT))
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
             self._link.settimeout(timeout)
             try:
-                self._status(self._link.recv(64))
+                self._status(self._received("an exit status"))
             except TimeoutError:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
         assert self.returncode is not None
@@ -261,17 +277,25 @@ def _serve(address: str) -> tuple[dict[str, Any], list[int]] | None:
         if select_readable(listener, 0.02):
             link, _ = listener.accept()
             message, fds, _, _ = socket.recv_fds(link, 1 << 20, 3)
+            if not message:  # the test went away before asking
+                link.close()
+                continue
             sys.stdout.flush()
             sys.stderr.flush()
+            settled, tell = os.pipe()
             pid = os.fork()
             if pid == 0:
+                os.close(settled)
                 listener.close()
                 link.close()
                 for other in children.values():
                     other.close()
-                return json.loads(message), fds
+                return {**json.loads(message), "settled": tell}, fds
+            os.close(tell)
             for fd in fds:
                 os.close(fd)
+            os.read(settled, 1)  # the child has its pipes, folder and session (or died)
+            os.close(settled)
             link.send(str(pid).encode())
             children[pid] = link
         for pid, link in list(children.items()):
@@ -305,11 +329,14 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     if request["new_session"]:
         os.setsid()
     os.chdir(request["cwd"])
+    os.write(request["settled"], b"1")
+    os.close(request["settled"])
     os.environ.clear()
     os.environ.update(request["env"])
     extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:] = [request["cwd"], *extra, *sys.path]
+    sys.path[:] = [os.getcwd(), *extra, *sys.path]
     sys.argv = ["-m", *request["args"]]
+    sys.orig_argv = [sys.executable, "-m", request["module"], *request["args"]]
     importlib.invalidate_caches()
     # Fresh seeds, as a new process draws them (``random`` reseeds itself at a fork).
     np.random.seed()
