@@ -12,10 +12,10 @@ command does after its imports.
 :func:`run` and :func:`start` fork a ``python -m`` command only where nothing read at import
 can differ: the command gets the environment the warm process started with (but for the
 variables in ``PER_COMMAND``), and the warm process serves only if its imports warned of
-nothing and started no thread. Every other command,
-and every command while ``PLATEKIT_TEST_COLD=1`` is set, starts a fresh interpreter, as do
-those run in a terminal, under a memory cap or by a launcher (DDP, torchrun, SLURM). What
-children share: Python's string-hash seed (torch, numpy and ``random`` are reseeded in each).
+nothing and started no thread. Every other command, and every command while
+``PLATEKIT_TEST_COLD=1`` is set, starts a fresh interpreter, as do those run in a terminal,
+under a memory cap or by a launcher (DDP, torchrun, SLURM). What children share: Python's
+string-hash seed (torch, numpy and ``random`` are reseeded in each).
 """
 
 import atexit
@@ -24,6 +24,7 @@ import json
 import locale
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -61,7 +62,7 @@ class _Warm:
         self.env = env
         folder = Path(tempfile.mkdtemp(prefix="platekit-warm-"))
         self.address = str(folder / "socket")
-        atexit.register(lambda: __import__("shutil").rmtree(folder, ignore_errors=True))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         self.process = subprocess.Popen(
             [sys.executable, __file__, self.address],
             env={k: v for k, v in env.items() if k != "PYTHONPATH"},
@@ -102,12 +103,12 @@ def run(
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        from platekit.testing import kill_tree
+        from platekit.testing import kill_tree  # not at the top: the warm process runs this file
 
         kill_tree(process.pid)
         process.wait()
         raise
-    return subprocess.CompletedProcess(process.args, process.returncode or 0, stdout, stderr)
+    return subprocess.CompletedProcess(process.args, process.wait(), stdout, stderr)
 
 
 def start(
@@ -274,7 +275,7 @@ def _serve(address: str) -> tuple[dict[str, Any], list[int]] | None:
     parent = os.getppid()
     children: dict[int, socket.socket] = {}
     while os.getppid() == parent:
-        if select_readable(listener, 0.02):
+        if _readable(listener, 0.02):
             link, _ = listener.accept()
             message, fds, _, _ = socket.recv_fds(link, 1 << 20, 3)
             if not message:  # the test went away before asking
@@ -308,7 +309,7 @@ def _serve(address: str) -> tuple[dict[str, Any], list[int]] | None:
     return None
 
 
-def select_readable(sock: socket.socket, timeout: float) -> bool:
+def _readable(sock: socket.socket, timeout: float) -> bool:
     with selectors.DefaultSelector() as selector:
         selector.register(sock, selectors.EVENT_READ)
         return bool(selector.select(timeout))
